@@ -1,0 +1,1 @@
+"""Channel adapters: one module per platform, translating at the edge."""

@@ -1,0 +1,3 @@
+"""Iris: a self-hosted, proactive multi-channel chat assistant gateway."""
+
+__version__ = "0.1.0"

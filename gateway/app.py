@@ -1,0 +1,257 @@
+"""The composition root: the only module that builds concrete pieces and wires them together.
+
+`App` opens resources in order with an `AsyncExitStack` (vault first, so it closes last),
+builds the stores, the model adapter, the context pipeline, tools, commands, delivery and the
+router, and `serve()` runs the channels (and background services) under one `TaskGroup`.
+Shutdown: the stop event stops intake (channels are cancelled), in-flight turns drain under a
+deadline, background work is cancelled, then the exit stack closes everything in reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from gateway.agent import Agent
+from gateway.anthropic_llm import AnthropicLLM
+from gateway.auth import Authorizer
+from gateway.clock import SystemClock
+from gateway.commands import CommandRegistry
+from gateway.config import Config
+from gateway.context import ContextPipeline, TraceStore
+from gateway.core_commands import CoreCommands
+from gateway.delivery import Delivery
+from gateway.errors import FatalChannelError
+from gateway.memory_tools import memory_tools
+from gateway.ports import LLM, Channel, Clock
+from gateway.providers import (
+    CurrentMessageProvider,
+    HistoryProvider,
+    MemoryProvider,
+    PersonaProvider,
+    ProfileProvider,
+    SummaryProvider,
+)
+from gateway.replies import Replier
+from gateway.router import Router, Step
+from gateway.steps import (
+    TurnHook,
+    agent_step,
+    auth_step,
+    command_step,
+    dedupe_step,
+    hooks_step,
+    record_step,
+)
+from gateway.tools import ToolRegistry
+from vault.conversations import Conversations
+from vault.db import Vault
+from vault.inbound import InboundLog
+from vault.memories import Memories
+from vault.migrations import migrate
+from vault.outbox import Outbox
+from vault.usage import UsageLog
+
+log = logging.getLogger(__name__)
+
+CHANNEL_BACKOFF_MAX_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStatus:
+    name: str
+    enabled: bool
+    reason: str
+
+
+def channel_statuses(config: Config) -> list[ChannelStatus]:
+    """Which platform channels `iris run` starts, and why the others are off."""
+    s = config.settings
+    return [
+        ChannelStatus(
+            "telegram",
+            False,
+            "not enabled ([telegram] enabled = false)"
+            if not s.telegram.enabled
+            else "the Telegram adapter is not part of this build yet",
+        ),
+        ChannelStatus(
+            "slack",
+            False,
+            "not enabled ([slack] enabled = false)"
+            if not s.slack.enabled
+            else "the Slack adapter is not part of this build yet",
+        ),
+    ]
+
+
+@dataclass
+class App:
+    config: Config
+    channels: list[Channel]
+    clock: Clock = field(default_factory=SystemClock)
+    llm_override: LLM | None = None
+    use_llm_override: bool = False
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._build()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stack.aclose()
+
+    async def _build(self) -> None:
+        s = self.config.settings
+        self.vault = await self._stack.enter_async_context(
+            Vault(s.vault.path, busy_timeout_ms=s.vault.busy_timeout_ms)
+        )
+        await migrate(self.vault)
+        self.conversations = Conversations(self.vault)
+        self.memories = Memories(self.vault)
+        self.outbox = Outbox(self.vault)
+        self.inbound_log = InboundLog(self.vault)
+        self.usage = UsageLog(self.vault)
+        self.llm = await self._build_llm()
+        self.traces = TraceStore()
+        self.pipeline = ContextPipeline(
+            budget_tokens=s.context.max_tokens,
+            providers=[
+                PersonaProvider(s.context.persona),
+                ProfileProvider(s.proactive.default_timezone),
+                SummaryProvider(),
+                HistoryProvider(self.conversations, s.context.history_messages),
+                CurrentMessageProvider(),
+                MemoryProvider(self.memories, s.context.memories),
+            ],
+        )
+        self.tools = ToolRegistry()
+        self.tools.register(*memory_tools(self.memories))
+        self.agent = Agent(
+            llm=self.llm,
+            model=s.llm.model,
+            pipeline=self.pipeline,
+            tools=self.tools,
+            usage=self.usage,
+            traces=self.traces,
+            max_tokens=s.llm.max_tokens,
+            max_rounds=s.llm.max_tool_rounds,
+            clock=self.clock,
+        )
+        self.commands = CommandRegistry()
+        self.commands.register(
+            *CoreCommands(
+                registry=self.commands,
+                conversations=self.conversations,
+                memories=self.memories,
+                agent=self.agent,
+                context_budget=s.context.max_tokens,
+                default_timezone=s.proactive.default_timezone,
+            ).commands()
+        )
+        self.channel_map = {c.name: c for c in self.channels}
+        for channel in self.channels:
+            if hasattr(channel, "__aenter__"):
+                await self._stack.enter_async_context(channel)  # type: ignore[arg-type]
+        self.delivery = Delivery(
+            outbox=self.outbox,
+            channels=self.channel_map,
+            clock=self.clock,
+            max_attempts=s.delivery.max_attempts,
+            backoff_base_s=s.delivery.backoff_base_s,
+            backoff_max_s=s.delivery.backoff_max_s,
+            on_unreachable=self._mark_unreachable,
+        )
+        self.replier = Replier(
+            delivery=self.delivery,
+            conversations=self.conversations,
+            channels=self.channel_map,
+            clock=self.clock,
+        )
+        self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
+        self.turn_hooks: list[TurnHook] = []
+        self.router = Router(
+            steps=self._steps(),
+            replier=self.replier,
+            clock=self.clock,
+            max_concurrency=s.router.max_concurrency,
+            drain_timeout_s=s.router.drain_timeout_s,
+        )
+        await self.delivery.recover()
+
+    def _steps(self) -> list[Step]:
+        s = self.config.settings
+        return [
+            dedupe_step(self.inbound_log),
+            auth_step(self.authorizer, self.inbound_log, self.replier),
+            record_step(self.conversations, max_chars=s.router.max_message_chars),
+            hooks_step(self.turn_hooks),
+            command_step(self.commands, self.replier),
+            agent_step(self.agent, self.replier),
+        ]
+
+    async def _build_llm(self) -> LLM | None:
+        if self.use_llm_override:
+            return self.llm_override
+        key = self.config.secrets.get("ANTHROPIC_API_KEY")
+        if key is None:
+            log.warning("ANTHROPIC_API_KEY is not set: chat messages get a 'no model' notice")
+            return None
+        llm = self.config.settings.llm
+        return await self._stack.enter_async_context(
+            AnthropicLLM(
+                api_key=key,
+                model=llm.model,
+                base_url=llm.base_url,
+                timeout_s=llm.timeout_s,
+                max_retries=llm.max_retries,
+            )
+        )
+
+    async def _mark_unreachable(self, chat: Any) -> None:
+        await self.conversations.mark_unreachable(chat, self.clock.now_ms())
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Run channels and background services until `stop` is set, then shut down in order."""
+        async with asyncio.TaskGroup() as tg:
+            intake = [
+                tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels
+            ]
+            background = [tg.create_task(job(), name="background") for job in self.background]
+            await stop.wait()
+            log.info("stopping: no new messages; draining in-flight turns")
+            for task in intake:
+                task.cancel()
+            if intake:
+                await asyncio.wait(intake)
+            await self.router.drain()
+            for task in background:
+                task.cancel()
+
+    async def _supervise(self, channel: Channel) -> None:
+        """Restart a channel after transient errors with capped backoff; fatal errors stop Iris."""
+        delay = 1.0
+        while True:
+            try:
+                await channel.run(self.router.submit)
+                return
+            except FatalChannelError:
+                raise
+            except Exception:
+                log.exception("channel %s failed; restarting in %.0f s", channel.name, delay)
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, CHANNEL_BACKOFF_MAX_S)

@@ -1,0 +1,208 @@
+"""The `iris` command line: run, chat, doctor, db migrate, db backup.
+
+Exit codes: 0 success, 1 a check or command failed, 2 bad configuration or usage (before
+anything starts). Errors are one line per problem; tracebacks only for bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from gateway.config import Config, load_config
+from gateway.errors import ConfigError, FatalChannelError, IrisError, VaultError
+
+log = logging.getLogger("iris")
+
+Runner = Callable[[argparse.Namespace, Config], Coroutine[Any, Any, int]]
+
+
+def _setup_logging(level: str, *, quiet: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else getattr(logging, level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "httpx2", "telegram", "slack_bolt", "slack_sdk", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _install_stop_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def cmd_run(args: argparse.Namespace, config: Config) -> int:
+    from gateway.app import App, channel_statuses
+
+    statuses = channel_statuses(config)
+    for status in statuses:
+        if not status.enabled:
+            log.warning("channel %s is off: %s", status.name, status.reason)
+    if not any(s.enabled for s in statuses):
+        log.warning("no channel is running; serving until SIGINT/SIGTERM (try `iris chat`)")
+    stop = asyncio.Event()
+    _install_stop_signals(stop)
+    async with App(config=config, channels=[]) as app:
+        log.info("iris is running (vault %s)", config.settings.vault.path)
+        await app.serve(stop)
+    log.info("iris stopped")
+    return 0
+
+
+async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
+    from channels.console import ConsoleChannel
+    from gateway.app import App
+
+    console = ConsoleChannel()
+    stop = asyncio.Event()
+    _install_stop_signals(stop)
+
+    async def stop_at_eof() -> None:
+        await console.done.wait()
+        stop.set()
+
+    async with App(config=config, channels=[console], background=[stop_at_eof]) as app:
+        await app.serve(stop)
+    return 0
+
+
+async def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
+    from gateway.app import channel_statuses
+    from vault.db import Vault
+    from vault.migrations import MIGRATIONS
+
+    ok = True
+    print(f"config: ok ({config.source or 'built-in defaults'})")
+    try:
+        async with Vault(config.settings.vault.path) as vault:
+            version = await vault.user_version()
+        pending = len(MIGRATIONS) - version
+        state = "up to date" if pending == 0 else f"{pending} migration(s) pending"
+        if pending < 0:
+            state, ok = "newer than this Iris", False
+        print(f"vault: {config.settings.vault.path} (schema {version}, {state})")
+    except VaultError as exc:
+        ok = False
+        print(f"vault: ERROR {exc}")
+    missing = config.secrets.missing()
+    print("secrets missing: " + (", ".join(missing) if missing else "none"))
+    if "ANTHROPIC_API_KEY" in missing:
+        print("model: not configured (chat messages get a 'no model' notice)")
+    for status in channel_statuses(config):
+        print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
+    if args.online:
+        ok = await _check_model_online(config) and ok
+    return 0 if ok else 1
+
+
+async def _check_model_online(config: Config) -> bool:
+    from gateway.anthropic_llm import AnthropicLLM
+    from gateway.errors import ModelError
+    from gateway.llm import LLMMessage, LLMRequest
+
+    key = config.secrets.get("ANTHROPIC_API_KEY")
+    if key is None:
+        print("model online: skipped (ANTHROPIC_API_KEY not set)")
+        return False
+    s = config.settings.llm
+    async with AnthropicLLM(
+        api_key=key,
+        model=s.model,
+        base_url=s.base_url,
+        timeout_s=min(s.timeout_s, 30),
+        max_retries=0,
+    ) as llm:
+        try:
+            await llm.complete(
+                LLMRequest(
+                    system_stable="Reply with OK.",
+                    messages=(LLMMessage.user("ping"),),
+                    max_tokens=16,
+                    purpose="doctor",
+                )
+            )
+        except ModelError as exc:
+            print(f"model online: FAILED — {exc}")
+            return False
+    print(f"model online: ok ({s.model})")
+    return True
+
+
+async def cmd_db_migrate(args: argparse.Namespace, config: Config) -> int:
+    from vault.db import Vault
+    from vault.migrations import migrate
+
+    async with Vault(config.settings.vault.path) as vault:
+        applied = await migrate(vault)
+        version = await vault.user_version()
+    print(f"applied: {', '.join(applied) if applied else 'nothing'}; schema version {version}")
+    return 0
+
+
+async def cmd_db_backup(args: argparse.Namespace, config: Config) -> int:
+    from vault.db import Vault
+
+    async with Vault(config.settings.vault.path) as vault:
+        await vault.backup(Path(args.path))
+    print(f"backup written to {args.path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="path to config.toml (default: ./config.toml if present)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="iris", description="Iris chat assistant gateway", parents=[common]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", parents=[common], help="start every enabled channel")
+    p.set_defaults(runner=cmd_run)
+    p = sub.add_parser("chat", parents=[common], help="chat in this terminal")
+    p.set_defaults(runner=cmd_chat, quiet=True)
+    p = sub.add_parser("doctor", parents=[common], help="check config, vault and secrets")
+    p.add_argument("--online", action="store_true", help="also call the model API")
+    p.set_defaults(runner=cmd_doctor)
+    db = sub.add_parser("db", help="vault maintenance").add_subparsers(
+        dest="db_command", required=True
+    )
+    p = db.add_parser("migrate", parents=[common], help="apply pending migrations")
+    p.set_defaults(runner=cmd_db_migrate)
+    p = db.add_parser("backup", parents=[common], help="consistent online backup to PATH")
+    p.add_argument("path")
+    p.set_defaults(runner=cmd_db_backup)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(getattr(args, "config", None))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return 2
+    _setup_logging(config.settings.log.level, quiet=getattr(args, "quiet", False))
+    runner: Runner = args.runner
+    try:
+        return asyncio.run(runner(args, config))
+    except FatalChannelError as exc:
+        print(f"fatal: {exc}", file=sys.stderr)
+        return 1
+    except IrisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

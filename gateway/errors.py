@@ -1,0 +1,101 @@
+"""The one error tree of Iris. Foreign exceptions are mapped into it at the edge.
+
+    IrisError
+    ├── ConfigError                 bad or missing configuration (exit code 2, before start)
+    ├── VaultError                  the SQLite vault failed or is in an unusable state
+    ├── UserInputError              a person typed something we can't use; `user_message` is safe
+    │   ├── UnknownCommand
+    │   └── NotAllowed
+    ├── ModelError                  the language model could not answer
+    │   ├── ModelNotConfigured      no API key
+    │   ├── ModelUnavailable        transient: rate limit, overload, timeout, connection
+    │   └── ModelRejected           definite: bad request, auth, refusal we can't recover from
+    ├── ToolError                   a tool call failed; reported to the model as is_error
+    └── DeliveryError               a channel could not deliver
+        ├── DeliveryTransient       worth retrying (rate limit, network); may carry retry_after_s
+        ├── DeliveryUncertain       the send may or may not have happened (timeout after write)
+        └── DeliveryPermanent       never retry (blocked by the user, chat gone)
+            └── ChatUnreachable
+    FatalChannelError               a channel can never work with this config (bad token)
+
+Users only ever see the fixed texts chosen by the edge that handles an error, or
+`UserInputError.user_message`, which is written for them — never `str(exc)`.
+"""
+
+from __future__ import annotations
+
+
+class IrisError(Exception):
+    """Root of every error Iris raises on purpose."""
+
+
+class ConfigError(IrisError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+class VaultError(IrisError):
+    pass
+
+
+class UserInputError(IrisError):
+    """An input problem with a message meant for the person who typed it."""
+
+    def __init__(self, user_message: str) -> None:
+        super().__init__(user_message)
+        self.user_message = user_message
+
+
+class UnknownCommand(UserInputError):
+    pass
+
+
+class NotAllowed(UserInputError):
+    pass
+
+
+class ModelError(IrisError):
+    pass
+
+
+class ModelNotConfigured(ModelError):
+    pass
+
+
+class ModelUnavailable(ModelError):
+    """Transient: the model may answer later."""
+
+
+class ModelRejected(ModelError):
+    """Definite: retrying the same request will not help."""
+
+
+class ToolError(IrisError):
+    """A tool failed; the text goes back to the model as an `is_error` tool result."""
+
+
+class DeliveryError(IrisError):
+    pass
+
+
+class DeliveryTransient(DeliveryError):
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DeliveryUncertain(DeliveryError):
+    pass
+
+
+class DeliveryPermanent(DeliveryError):
+    pass
+
+
+class ChatUnreachable(DeliveryPermanent):
+    pass
+
+
+class FatalChannelError(IrisError):
+    """A channel can never work with the current configuration (e.g. an invalid token)."""

@@ -1,0 +1,84 @@
+"""The core value types that cross every boundary of the gateway.
+
+Channel adapters translate platform events into these small frozen dataclasses at the edge, so
+no SDK object (a PTB `Update`, a Slack event dict, an Anthropic block) ever reaches the router,
+the agent or the vault. This module imports nothing from the project on purpose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ChatKind(StrEnum):
+    DM = "dm"
+    GROUP = "group"
+
+
+class OutboundKind(StrEnum):
+    REPLY = "reply"
+    PROACTIVE = "proactive"
+    NOTICE = "notice"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatRef:
+    """Where a conversation lives. `thread_id` separates forum topics and Slack threads."""
+
+    channel: str
+    chat_id: str
+    thread_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        base = f"{self.channel}:{self.chat_id}"
+        return f"{base}:{self.thread_id}" if self.thread_id else base
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserRef:
+    """Who: the platform's immutable id, never a display name."""
+
+    channel: str
+    user_id: str
+    display_name: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.channel}:{self.user_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inbound:
+    """One message from a person, already translated from the platform's event."""
+
+    chat: ChatRef
+    user: UserRef
+    text: str
+    message_id: str
+    kind: ChatKind = ChatKind.DM
+    mentioned: bool = False
+    reply_to_bot: bool = False
+    at_ms: int = 0
+    # Extra platform keys that identify the same delivery (e.g. Slack's event_id beside
+    # channel+ts); the router dedupes on every one of them.
+    dedupe_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outbound:
+    """One message to send. `idempotency_key` makes a retry of the same send recognisable."""
+
+    chat: ChatRef
+    text: str
+    idempotency_key: str
+    reply_to: str | None = None
+    kind: OutboundKind = OutboundKind.REPLY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SentReceipt:
+    """What the platform told us about a delivered message."""
+
+    platform_message_ids: tuple[str, ...] = ()

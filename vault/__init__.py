@@ -1,0 +1,1 @@
+"""The SQLite vault: one connection, serialized transactions, one store module per aggregate."""

@@ -1,0 +1,237 @@
+"""Users, chats, sessions and messages: the conversation aggregate.
+
+A chat has at most one open session (a partial unique index enforces it). `/clear` closes the
+open session and starts an empty one; `/compact` does the same but carries a model-written
+summary into the new session. Old messages are never deleted: they stay in the vault, out of the
+model's context. Command messages are recorded (nothing a user sends is lost) but are not part
+of the history the model sees.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.messages import ChatRef, Inbound, UserRef
+from vault.db import Tx, Vault
+
+HISTORY_KINDS = ("chat", "proactive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """Database ids and per-user facts the rest of a turn needs."""
+
+    user_pk: int
+    chat_pk: int
+    session_pk: int
+    message_pk: int
+    timezone: str | None
+    settings: dict[str, Any]
+    summary: str | None
+    session_started_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredMessage:
+    id: int
+    role: str
+    kind: str
+    text: str
+    tokens: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserRow:
+    pk: int
+    channel: str
+    user_id: str
+    display_name: str
+    timezone: str | None
+    settings: dict[str, Any]
+    first_seen_ms: int
+    last_seen_ms: int
+
+
+async def upsert_user(tx: Tx, user: UserRef, now_ms: int) -> Any:
+    return await tx.fetchone(
+        """INSERT INTO users (channel, user_id, display_name, first_seen_ms, last_seen_ms)
+           VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (channel, user_id) DO UPDATE SET
+               last_seen_ms = max(last_seen_ms, excluded.last_seen_ms),
+               display_name = CASE WHEN excluded.display_name != ''
+                              THEN excluded.display_name ELSE display_name END
+           RETURNING id, timezone, settings""",
+        (user.channel, user.user_id, user.display_name, now_ms, now_ms),
+    )
+
+
+async def chat_pk(tx: Tx, chat: ChatRef, kind: str, now_ms: int) -> int:
+    row = await tx.fetchone(
+        """INSERT INTO chats (channel, chat_id, thread_id, kind, created_ms) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (channel, chat_id, thread_id) DO UPDATE SET kind = kind
+           RETURNING id""",
+        (chat.channel, chat.chat_id, chat.thread_id or "", kind, now_ms),
+    )
+    assert row is not None
+    return int(row[0])
+
+
+async def open_session(tx: Tx, chat: int, now_ms: int) -> Any:
+    row = await tx.fetchone(
+        "SELECT id, summary, started_ms FROM sessions WHERE chat = ? AND ended_ms IS NULL",
+        (chat,),
+    )
+    if row is None:
+        row = await tx.fetchone(
+            """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
+               RETURNING id, summary, started_ms""",
+            (chat, now_ms),
+        )
+    return row
+
+
+async def append_message(
+    tx: Tx,
+    *,
+    session: int,
+    chat: int,
+    user: int | None,
+    role: str,
+    kind: str,
+    text: str,
+    tokens: int,
+    now_ms: int,
+    platform_id: str | None = None,
+) -> int:
+    return await tx.execute(
+        """INSERT INTO messages (session, chat, user, role, kind, text, tokens, platform_id, at_ms)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (session, chat, user, role, kind, text, tokens, platform_id, now_ms),
+    )
+
+
+class Conversations:
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    async def record_inbound(
+        self, inbound: Inbound, *, kind: str, tokens: int, now_ms: int
+    ) -> Recorded:
+        async with self.vault.transaction() as tx:
+            user = await upsert_user(tx, inbound.user, now_ms)
+            chat = await chat_pk(tx, inbound.chat, inbound.kind.value, now_ms)
+            session = await open_session(tx, chat, now_ms)
+            message = await append_message(
+                tx,
+                session=session["id"],
+                chat=chat,
+                user=user["id"],
+                role="user",
+                kind=kind,
+                text=inbound.text,
+                tokens=tokens,
+                now_ms=now_ms,
+                platform_id=inbound.message_id or None,
+            )
+        return Recorded(
+            user_pk=user["id"],
+            chat_pk=chat,
+            session_pk=session["id"],
+            message_pk=message,
+            timezone=user["timezone"],
+            settings=json.loads(user["settings"]),
+            summary=session["summary"],
+            session_started_ms=session["started_ms"],
+        )
+
+    async def record_reply(
+        self, *, session: int, chat: int, kind: str, text: str, tokens: int, now_ms: int
+    ) -> int:
+        async with self.vault.transaction() as tx:
+            return await append_message(
+                tx,
+                session=session,
+                chat=chat,
+                user=None,
+                role="assistant",
+                kind=kind,
+                text=text,
+                tokens=tokens,
+                now_ms=now_ms,
+            )
+
+    async def history(
+        self, session: int, *, limit: int, before_id: int | None = None
+    ) -> list[StoredMessage]:
+        """The last `limit` chat messages of a session, oldest first."""
+        rows = await self.vault.fetchall(
+            f"""SELECT id, role, kind, text, tokens, at_ms FROM messages
+                WHERE session = ? AND id < ? AND kind IN {HISTORY_KINDS!r}
+                ORDER BY id DESC LIMIT ?""",
+            (session, before_id if before_id is not None else 2**62, limit),
+        )
+        return [StoredMessage(**dict(row)) for row in reversed(rows)]
+
+    async def session_stats(self, session: int) -> tuple[int, int]:
+        """(messages, tokens) of the session's chat history."""
+        row = await self.vault.fetchone(
+            f"""SELECT count(*), coalesce(sum(tokens), 0) FROM messages
+                WHERE session = ? AND kind IN {HISTORY_KINDS!r}""",
+            (session,),
+        )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def restart_session(self, chat: int, *, summary: str | None, now_ms: int) -> int:
+        """Close the open session of `chat` and open a new one (carrying `summary`)."""
+        async with self.vault.transaction() as tx:
+            await tx.execute(
+                "UPDATE sessions SET ended_ms = ? WHERE chat = ? AND ended_ms IS NULL",
+                (now_ms, chat),
+            )
+            return await tx.execute(
+                "INSERT INTO sessions (chat, started_ms, summary) VALUES (?, ?, ?)",
+                (chat, now_ms, summary),
+            )
+
+    async def set_timezone(self, user: int, timezone: str) -> None:
+        async with self.vault.transaction() as tx:
+            await tx.execute("UPDATE users SET timezone = ? WHERE id = ?", (timezone, user))
+
+    async def update_settings(self, user: int, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge `changes` into the user's settings (a None value removes the key)."""
+        async with self.vault.transaction() as tx:
+            raw = await tx.scalar("SELECT settings FROM users WHERE id = ?", (user,))
+            settings = json.loads(raw or "{}")
+            for key, value in changes.items():
+                if value is None:
+                    settings.pop(key, None)
+                else:
+                    settings[key] = value
+            await tx.execute(
+                "UPDATE users SET settings = ? WHERE id = ?", (json.dumps(settings), user)
+            )
+        return dict(settings)
+
+    async def get_user(self, user: UserRef) -> UserRow | None:
+        row = await self.vault.fetchone(
+            """SELECT id AS pk, channel, user_id, display_name, timezone, settings,
+                      first_seen_ms, last_seen_ms FROM users WHERE channel = ? AND user_id = ?""",
+            (user.channel, user.user_id),
+        )
+        if row is None:
+            return None
+        data = dict(row)
+        data["settings"] = json.loads(data["settings"])
+        return UserRow(**data)
+
+    async def mark_unreachable(self, chat: ChatRef, now_ms: int) -> None:
+        async with self.vault.transaction() as tx:
+            await tx.execute(
+                """UPDATE chats SET unreachable_ms = ?
+                   WHERE channel = ? AND chat_id = ? AND thread_id = ?""",
+                (now_ms, chat.channel, chat.chat_id, chat.thread_id or ""),
+            )

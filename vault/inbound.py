@@ -1,0 +1,40 @@
+"""Inbound dedupe: a platform event id seen once is never handled twice, even across restarts.
+
+Keys are namespaced strings such as `telegram:update:123` or `slack:ts:C1:1700000000.1234`.
+The same table also holds "once per period" markers (e.g. the daily not-authorized notice),
+which are the same problem: remember that something happened, atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vault.db import Vault
+
+
+class InboundLog:
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    async def first_sighting(self, keys: Sequence[str], now_ms: int) -> bool:
+        """Record every key; True only if none of them had been seen before."""
+        if not keys:
+            return True
+        async with self.vault.transaction() as tx:
+            placeholders = ",".join("?" * len(keys))
+            seen = await tx.scalar(
+                f"SELECT count(*) FROM inbound_seen WHERE key IN ({placeholders})", tuple(keys)
+            )
+            if seen:
+                return False
+            await tx.executemany(
+                "INSERT INTO inbound_seen (key, seen_ms) VALUES (?, ?)",
+                [(key, now_ms) for key in keys],
+            )
+        return True
+
+    async def purge(self, older_than_ms: int) -> int:
+        async with self.vault.transaction() as tx:
+            return await tx.execute_rowcount(
+                "DELETE FROM inbound_seen WHERE seen_ms < ?", (older_than_ms,)
+            )

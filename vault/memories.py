@@ -1,0 +1,69 @@
+"""Long-term memories per user, searchable through an FTS5 index kept in sync by triggers.
+
+Memories belong to a user (not a chat): what someone told Iris in a DM is known in a group
+thread with them too, but never to another user. Every method takes the owning user's key, so
+a tool scoped to one user cannot reach another user's rows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vault.db import Vault
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memory:
+    id: int
+    text: str
+    created_ms: int
+
+
+def fts_query(text: str) -> str:
+    """A safe FTS5 query: OR of quoted words, so user text can't inject FTS syntax."""
+    words = [w for w in _WORD.findall(text.lower()) if len(w) > 2][:16]
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+
+
+class Memories:
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    async def remember(self, user: int, text: str, now_ms: int) -> int:
+        async with self.vault.transaction() as tx:
+            return await tx.execute(
+                "INSERT INTO memories (user, text, created_ms) VALUES (?, ?, ?)",
+                (user, text, now_ms),
+            )
+
+    async def listing(self, user: int, limit: int = 50) -> list[Memory]:
+        rows = await self.vault.fetchall(
+            "SELECT id, text, created_ms FROM memories WHERE user = ? ORDER BY id LIMIT ?",
+            (user, limit),
+        )
+        return [Memory(**dict(r)) for r in rows]
+
+    async def search(self, user: int, query: str, limit: int = 5) -> list[Memory]:
+        match = fts_query(query)
+        if not match:
+            return []
+        rows = await self.vault.fetchall(
+            """SELECT m.id, m.text, m.created_ms FROM memories_fts f
+               JOIN memories m ON m.id = f.rowid
+               WHERE memories_fts MATCH ? AND m.user = ? ORDER BY rank LIMIT ?""",
+            (match, user, limit),
+        )
+        return [Memory(**dict(r)) for r in rows]
+
+    async def forget(self, user: int, memory_id: int) -> bool:
+        async with self.vault.transaction() as tx:
+            deleted = await tx.execute_rowcount(
+                "DELETE FROM memories WHERE id = ? AND user = ?", (memory_id, user)
+            )
+        return deleted > 0
+
+    async def count(self, user: int) -> int:
+        return int(await self.vault.scalar("SELECT count(*) FROM memories WHERE user = ?", (user,)))

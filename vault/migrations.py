@@ -1,0 +1,150 @@
+"""Schema migrations: an ordered list, tracked with `PRAGMA user_version`.
+
+Migration N (1-based) brings the schema from version N-1 to N inside its own `BEGIN IMMEDIATE`
+transaction, together with the `user_version` bump, so a crash leaves either the old or the new
+schema. Statements are executed one by one: `executescript()` would commit the open transaction.
+A shipped migration is never edited; change the schema by appending a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.errors import VaultError
+from vault.db import Vault
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    name: str
+    statements: Sequence[str]
+
+
+CORE = Migration(
+    "core",
+    (
+        """CREATE TABLE users (
+            id INTEGER PRIMARY KEY,
+            channel TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            display_name TEXT NOT NULL DEFAULT '',
+            timezone TEXT,
+            settings TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(settings)),
+            first_seen_ms INTEGER NOT NULL,
+            last_seen_ms INTEGER NOT NULL,
+            UNIQUE (channel, user_id)
+        ) STRICT""",
+        """CREATE TABLE chats (
+            id INTEGER PRIMARY KEY,
+            channel TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT NOT NULL DEFAULT '',
+            kind TEXT NOT NULL DEFAULT 'dm' CHECK (kind IN ('dm', 'group')),
+            unreachable_ms INTEGER,
+            created_ms INTEGER NOT NULL,
+            UNIQUE (channel, chat_id, thread_id)
+        ) STRICT""",
+        """CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            chat INTEGER NOT NULL REFERENCES chats(id),
+            started_ms INTEGER NOT NULL,
+            ended_ms INTEGER,
+            summary TEXT,
+            analyzer_state TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(analyzer_state))
+        ) STRICT""",
+        "CREATE UNIQUE INDEX sessions_open ON sessions(chat) WHERE ended_ms IS NULL",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            session INTEGER NOT NULL REFERENCES sessions(id),
+            chat INTEGER NOT NULL REFERENCES chats(id),
+            user INTEGER REFERENCES users(id),
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            kind TEXT NOT NULL DEFAULT 'chat'
+                CHECK (kind IN ('chat', 'command', 'proactive', 'notice')),
+            text TEXT NOT NULL,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            platform_id TEXT,
+            at_ms INTEGER NOT NULL
+        ) STRICT""",
+        "CREATE INDEX messages_session ON messages(session, id)",
+        "CREATE INDEX messages_chat_time ON messages(chat, at_ms)",
+        "CREATE INDEX messages_user_time ON messages(user, at_ms)",
+        """CREATE TABLE memories (
+            id INTEGER PRIMARY KEY,
+            user INTEGER NOT NULL REFERENCES users(id),
+            text TEXT NOT NULL,
+            created_ms INTEGER NOT NULL
+        ) STRICT""",
+        "CREATE INDEX memories_user ON memories(user, id)",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5(
+            text, content='memories', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+        )""",
+        """CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+        END""",
+        """CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END""",
+        """CREATE TABLE inbound_seen (
+            key TEXT PRIMARY KEY,
+            seen_ms INTEGER NOT NULL
+        ) STRICT, WITHOUT ROWID""",
+        """CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            channel TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            kind TEXT NOT NULL CHECK (kind IN ('reply', 'proactive', 'notice')),
+            text TEXT NOT NULL,
+            reply_to TEXT,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'sending', 'sent', 'failed', 'uncertain')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_ms INTEGER NOT NULL,
+            last_error TEXT,
+            platform_ids TEXT,
+            created_ms INTEGER NOT NULL,
+            sent_ms INTEGER
+        ) STRICT""",
+        """CREATE INDEX outbox_due ON outbox(next_attempt_ms)
+            WHERE status IN ('pending', 'sending')""",
+        """CREATE TABLE llm_calls (
+            id INTEGER PRIMARY KEY,
+            at_ms INTEGER NOT NULL,
+            chat_key TEXT,
+            purpose TEXT NOT NULL,
+            model TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            latency_ms INTEGER NOT NULL,
+            ok INTEGER NOT NULL
+        ) STRICT""",
+        "CREATE INDEX llm_calls_time ON llm_calls(at_ms)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (CORE,)
+
+
+async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """Apply pending migrations in order; return the names applied."""
+    current = await vault.user_version()
+    if current > len(migrations):
+        raise VaultError(
+            f"vault schema version {current} is newer than this Iris ({len(migrations)}); "
+            "upgrade Iris or restore a backup"
+        )
+    applied = []
+    for version, migration in enumerate(migrations[current:], start=current + 1):
+        async with vault.transaction() as tx:
+            for statement in migration.statements:
+                await tx.execute(statement)
+            await tx.execute(f"PRAGMA user_version = {version}")
+        log.info("vault migration %d (%s) applied", version, migration.name)
+        applied.append(migration.name)
+    return applied

@@ -1,0 +1,158 @@
+"""The outbox: every outgoing message is a row before it is a network call.
+
+States: `pending` (written, not yet attempted) -> `sending` (an attempt is under way) -> `sent`,
+or back to `pending` after a transient failure, or `failed` (definite), or `uncertain` (the send
+may or may not have reached the platform — a timeout after the request left, or a crash while a
+row was `sending`). Uncertain rows are never resent automatically: a duplicate is worse than a
+visible gap. The unique idempotency key makes a second enqueue of the same message a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.messages import ChatRef, Outbound, OutboundKind
+from vault.db import Tx, Vault
+
+TERMINAL = ("sent", "failed", "uncertain")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxRow:
+    id: int
+    outbound: Outbound
+    status: str
+    attempts: int
+    # False when the idempotency key already existed and this is the earlier row.
+    created: bool = True
+
+
+_COLUMNS = (
+    "id, idempotency_key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts"
+)
+
+
+def _row(row: Sequence[object], *, created: bool = True) -> OutboxRow:
+    (id_, key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts) = row
+    return OutboxRow(
+        id=int(str(id_)),
+        outbound=Outbound(
+            chat=ChatRef(
+                channel=str(channel),
+                chat_id=str(chat_id),
+                thread_id=str(thread_id) if thread_id else None,
+            ),
+            text=str(text),
+            idempotency_key=str(key),
+            reply_to=str(reply_to) if reply_to else None,
+            kind=OutboundKind(str(kind)),
+        ),
+        status=str(status),
+        attempts=int(str(attempts)),
+        created=created,
+    )
+
+
+async def enqueue_in(tx: Tx, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
+    """Insert the row inside the caller's transaction, or return the existing one for its key."""
+    attempts = 1 if status == "sending" else 0
+    row = await tx.fetchone(
+        f"""INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,
+                                status, attempts, next_attempt_ms, created_ms)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (idempotency_key) DO NOTHING
+            RETURNING {_COLUMNS}""",
+        (
+            out.idempotency_key,
+            out.chat.channel,
+            out.chat.chat_id,
+            out.chat.thread_id,
+            out.kind.value,
+            out.text,
+            out.reply_to,
+            status,
+            attempts,
+            now_ms,
+            now_ms,
+        ),
+    )
+    if row is None:
+        row = await tx.fetchone(
+            f"SELECT {_COLUMNS} FROM outbox WHERE idempotency_key = ?", (out.idempotency_key,)
+        )
+        assert row is not None
+        return _row(row, created=False)
+    return _row(row)
+
+
+class Outbox:
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    async def enqueue(self, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
+        async with self.vault.transaction() as tx:
+            return await enqueue_in(tx, out, now_ms, status=status)
+
+    async def mark_sending(self, row_id: int) -> bool:
+        """Claim a pending row for one attempt; False if it is no longer pending."""
+        async with self.vault.transaction() as tx:
+            changed = await tx.execute_rowcount(
+                """UPDATE outbox SET status = 'sending', attempts = attempts + 1
+                   WHERE id = ? AND status = 'pending'""",
+                (row_id,),
+            )
+        return changed == 1
+
+    async def mark_sent(self, row_id: int, platform_ids: Sequence[str], now_ms: int) -> None:
+        await self._set(
+            row_id, "sent", None, sent_ms=now_ms, platform_ids=json.dumps(list(platform_ids))
+        )
+
+    async def mark_retry(self, row_id: int, error: str, next_attempt_ms: int) -> None:
+        await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)
+
+    async def mark_failed(self, row_id: int, error: str) -> None:
+        await self._set(row_id, "failed", error)
+
+    async def mark_uncertain(self, row_id: int, error: str) -> None:
+        await self._set(row_id, "uncertain", error)
+
+    async def _set(self, row_id: int, status: str, error: str | None, **extra: object) -> None:
+        sets = ", ".join(f"{k} = ?" for k in extra)
+        sql = "UPDATE outbox SET status = ?, last_error = coalesce(?, last_error)"
+        sql += f", {sets}" if sets else ""
+        async with self.vault.transaction() as tx:
+            await tx.execute(sql + " WHERE id = ?", (status, error, *extra.values(), row_id))
+
+    async def recover_after_crash(self) -> int:
+        """Rows left `sending` by a crash may have been delivered: mark them uncertain."""
+        async with self.vault.transaction() as tx:
+            return await tx.execute_rowcount(
+                """UPDATE outbox SET status = 'uncertain',
+                          last_error = 'process stopped during the send'
+                   WHERE status = 'sending'"""
+            )
+
+    async def due(self, now_ms: int, limit: int = 100) -> list[OutboxRow]:
+        rows = await self.vault.fetchall(
+            f"""SELECT {_COLUMNS} FROM outbox WHERE status = 'pending' AND next_attempt_ms <= ?
+                ORDER BY next_attempt_ms, id LIMIT ?""",
+            (now_ms, limit),
+        )
+        return [_row(r) for r in rows]
+
+    async def next_due_ms(self) -> int | None:
+        value = await self.vault.scalar(
+            "SELECT min(next_attempt_ms) FROM outbox WHERE status = 'pending'"
+        )
+        return None if value is None else int(value)
+
+    async def status(self, row_id: int) -> str | None:
+        value = await self.vault.scalar("SELECT status FROM outbox WHERE id = ?", (row_id,))
+        return None if value is None else str(value)
+
+    async def counts(self) -> dict[str, int]:
+        rows = await self.vault.fetchall("SELECT status, count(*) FROM outbox GROUP BY status")
+        return {str(r[0]): int(r[1]) for r in rows}
