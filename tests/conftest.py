@@ -12,10 +12,11 @@ from gateway.config import Config, Secrets, Settings
 from tests.fakes import FakeLLM, MemoryChannel
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
-            item.add_marker(pytest.mark.anyio)
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """Every `async def test_…` runs on asyncio through anyio's plugin, without a decorator."""
+    if inspect.iscoroutinefunction(obj) and name.startswith("test"):
+        pytest.mark.anyio(obj)
 
 
 @pytest.fixture

@@ -88,11 +88,11 @@ class Vault:
     async def open(self) -> None:
         if self._conn is not None or self._closed:
             raise VaultError("vault already opened")
-        if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if str(self.path) != ":memory:":
+                await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
             conn = await aiosqlite.connect(str(self.path), isolation_level=None)
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise VaultError(f"cannot open vault {self.path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
         self._conn = conn

@@ -112,7 +112,7 @@ CORE = Migration(
             sent_ms INTEGER
         ) STRICT""",
         """CREATE INDEX outbox_due ON outbox(next_attempt_ms)
-            WHERE status IN ('pending', 'sending')""",
+            WHERE status = 'pending'""",
         """CREATE TABLE llm_calls (
             id INTEGER PRIMARY KEY,
             at_ms INTEGER NOT NULL,

@@ -1,0 +1,95 @@
+"""The import rules of ARCHITECTURE §2, checked by parsing every module's imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("gateway", "channels", "proactive", "vault")
+WIRING = {"gateway.app", "gateway.cli", "gateway.__main__"}
+CHANNEL_MAY_USE = {"gateway.messages", "gateway.ports", "gateway.errors", "gateway.formatting"}
+VAULT_MAY_USE = {"gateway.messages", "gateway.errors"}
+
+
+def modules() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            imports: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    imports.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    imports.add(node.module)
+            found[name] = {i for i in imports if i.split(".")[0] in PACKAGES}
+    return found
+
+
+MODULES = modules()
+
+
+def violations(rule: str) -> list[str]:
+    bad = []
+    for module, imports in MODULES.items():
+        top = module.split(".")[0]
+        for imported in imports:
+            target = imported.split(".")[0]
+            if (
+                rule == "channels"
+                and target == "channels"
+                and top != "channels"
+                and module not in WIRING
+            ):
+                bad.append(f"{module} imports {imported}")
+            if (
+                rule == "channel_deps"
+                and top == "channels"
+                and (
+                    (target == "gateway" and imported not in CHANNEL_MAY_USE)
+                    or target in ("vault", "proactive")
+                    or (target == "channels" and imported != module)
+                )
+            ):
+                bad.append(f"{module} imports {imported}")
+            if (
+                rule == "vault_deps"
+                and top == "vault"
+                and target in ("gateway", "channels", "proactive")
+                and (imported not in VAULT_MAY_USE)
+            ):
+                bad.append(f"{module} imports {imported}")
+            if (
+                rule == "proactive_wiring"
+                and imported.startswith("proactive")
+                and (top != "proactive" and module not in WIRING)
+            ):
+                bad.append(f"{module} imports {imported}")
+            if (
+                rule == "proactive_deps"
+                and top == "proactive"
+                and (target == "channels" or imported in WIRING)
+            ):
+                bad.append(f"{module} imports {imported}")
+            if rule == "messages" and module == "gateway.messages":
+                bad.append(f"{module} imports {imported}")
+    return bad
+
+
+def test_modules_were_found() -> None:
+    assert {"gateway.router", "gateway.app", "channels.console", "vault.db"} <= set(MODULES)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ["channels", "channel_deps", "vault_deps", "proactive_wiring", "proactive_deps", "messages"],
+)
+def test_import_rule(rule: str) -> None:
+    assert violations(rule) == []
+
+
+def test_the_router_never_imports_a_channel() -> None:
+    assert not any(i.startswith("channels") for i in MODULES["gateway.router"])
