@@ -126,6 +126,7 @@ class App:
         self.outbox = Outbox(self.vault)
         self.inbound_log = InboundLog(self.vault)
         self.usage = UsageLog(self.vault)
+        self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         self.llm = await self._build_llm()
         self.traces = TraceStore()
         self.pipeline = ContextPipeline(

@@ -32,7 +32,6 @@ class Tool:
     handler: ToolHandler
     admin_only: bool = False
 
-    @property
     def spec(self) -> ToolSpec:
         schema = self.args.model_json_schema()
         schema.pop("title", None)
@@ -42,15 +41,21 @@ class Tool:
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._specs: dict[bool, tuple[ToolSpec, ...]] = {}
 
     def register(self, *tools: Tool) -> None:
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
             self._tools[tool.name] = tool
+        # Built once: identical bytes every request keep the prompt-cache prefix valid.
+        self._specs = {
+            admin: tuple(t.spec() for t in self._tools.values() if admin or not t.admin_only)
+            for admin in (False, True)
+        }
 
     def specs_for(self, scope: Scope) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for t in self._tools.values() if scope.is_admin or not t.admin_only)
+        return self._specs.get(scope.is_admin, ())
 
     async def call(self, scope: Scope, call: ToolCall) -> ToolResult:
         tool = self._tools.get(call.name)

@@ -123,6 +123,7 @@ async def test_transient_statuses_become_an_apology(
     api.status(status)
     await real_app.router.submit(inbound("hi"))
     assert channel.texts() == [MODEL_DOWN]
+    await real_app.usage.flush()
     ok = await real_app.vault.scalar("SELECT ok FROM llm_calls")
     assert ok == 0
 

@@ -80,17 +80,13 @@ async def chat_pk(tx: Tx, chat: ChatRef, kind: str, now_ms: int) -> int:
 
 
 async def open_session(tx: Tx, chat: int, now_ms: int) -> Any:
-    row = await tx.fetchone(
-        "SELECT id, summary, started_ms FROM sessions WHERE chat = ? AND ended_ms IS NULL",
-        (chat,),
+    """The chat's open session, created if there is none (one statement: get-or-create)."""
+    return await tx.fetchone(
+        """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
+           ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat
+           RETURNING id, summary, started_ms""",
+        (chat, now_ms),
     )
-    if row is None:
-        row = await tx.fetchone(
-            """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
-               RETURNING id, summary, started_ms""",
-            (chat, now_ms),
-        )
-    return row
 
 
 async def append_message(
@@ -116,13 +112,21 @@ async def append_message(
 class Conversations:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
+        # Chats are never deleted, so their ids can be remembered: one statement less a turn.
+        self._chat_pks: dict[tuple[str, str, str], int] = {}
 
     async def record_inbound(
         self, inbound: Inbound, *, kind: str, tokens: int, now_ms: int
     ) -> Recorded:
+        ref = inbound.chat
+        cache_key = (ref.channel, ref.chat_id, ref.thread_id or "")
         async with self.vault.transaction() as tx:
             user = await upsert_user(tx, inbound.user, now_ms)
-            chat = await chat_pk(tx, inbound.chat, inbound.kind.value, now_ms)
+            chat = self._chat_pks.get(cache_key)
+            if chat is None:
+                chat = self._chat_pks[cache_key] = await chat_pk(
+                    tx, ref, inbound.kind.value, now_ms
+                )
             session = await open_session(tx, chat, now_ms)
             message = await append_message(
                 tx,
@@ -150,7 +154,7 @@ class Conversations:
     async def record_reply(
         self, *, session: int, chat: int, kind: str, text: str, tokens: int, now_ms: int
     ) -> int:
-        async with self.vault.transaction() as tx:
+        async with self.vault.writer() as tx:  # one INSERT, atomic on its own
             return await append_message(
                 tx,
                 session=session,
@@ -198,8 +202,7 @@ class Conversations:
             )
 
     async def set_timezone(self, user: int, timezone: str) -> None:
-        async with self.vault.transaction() as tx:
-            await tx.execute("UPDATE users SET timezone = ? WHERE id = ?", (timezone, user))
+        await self.vault.write("UPDATE users SET timezone = ? WHERE id = ?", (timezone, user))
 
     async def update_settings(self, user: int, changes: dict[str, Any]) -> dict[str, Any]:
         """Merge `changes` into the user's settings (a None value removes the key)."""
@@ -229,9 +232,8 @@ class Conversations:
         return UserRow(**data)
 
     async def mark_unreachable(self, chat: ChatRef, now_ms: int) -> None:
-        async with self.vault.transaction() as tx:
-            await tx.execute(
-                """UPDATE chats SET unreachable_ms = ?
-                   WHERE channel = ? AND chat_id = ? AND thread_id = ?""",
-                (now_ms, chat.channel, chat.chat_id, chat.thread_id or ""),
-            )
+        await self.vault.write(
+            """UPDATE chats SET unreachable_ms = ?
+               WHERE channel = ? AND chat_id = ? AND thread_id = ?""",
+            (now_ms, chat.channel, chat.chat_id, chat.thread_id or ""),
+        )

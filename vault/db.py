@@ -1,10 +1,14 @@
-"""The vault connection: one aiosqlite connection, every statement serialized through one lock.
+"""The vault connections: one writer, one reader, every write serialized through one lock.
 
-Why a lock around a single connection: aiosqlite runs statements on one worker thread, but two
-coroutines sharing the connection interleave their statements — one coroutine's ROLLBACK then
-discards another's INSERT. So every transaction is `BEGIN IMMEDIATE … COMMIT/ROLLBACK` under an
-`asyncio.Lock`, and reads take the same lock so they never observe another coroutine's
-uncommitted rows. Nested `transaction()` calls from the same task would deadlock; they raise.
+Why a lock around the single writer connection: aiosqlite runs statements on one worker
+thread, but two coroutines sharing the connection interleave their statements — one
+coroutine's ROLLBACK then discards another's INSERT. So every multi-statement write is
+`BEGIN IMMEDIATE … COMMIT/ROLLBACK` under an `asyncio.Lock`; a single statement that is atomic
+on its own (`write()`, `writer()`) skips BEGIN/COMMIT, which are two thread hops each.
+
+Reads go to a second, read-only connection (WAL lets it run beside the writer): they never
+wait for the write lock and only ever see committed rows. `reading()` gives several reads one
+consistent snapshot. Nested write transactions from the same task would deadlock; they raise.
 
 Timestamps in every table are integer epoch milliseconds, UTC.
 """
@@ -34,7 +38,11 @@ _IN_TRANSACTION: ContextVar[bool] = ContextVar("iris_vault_in_tx", default=False
 
 
 class Tx:
-    """The handle a transaction body uses; valid only inside `Vault.transaction()`."""
+    """The handle a transaction body uses; valid only inside `Vault.transaction()`.
+
+    Each method is exactly one hop to aiosqlite's worker thread (`execute_fetchall`,
+    `execute_insert`): a cursor opened with `async with conn.execute()` costs three more.
+    """
 
     __slots__ = ("_conn",)
 
@@ -43,23 +51,23 @@ class Tx:
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; return the last inserted rowid (0 when none)."""
-        async with self._conn.execute(sql, params) as cur:
-            return cur.lastrowid or 0
+        row = await self._conn.execute_insert(sql, params)
+        return int(row[0]) if row and row[0] is not None else 0
 
     async def execute_rowcount(self, sql: str, params: Params = ()) -> int:
-        async with self._conn.execute(sql, params) as cur:
-            return cur.rowcount
+        before = self._conn.total_changes
+        await self._conn.execute_fetchall(sql, params)
+        return self._conn.total_changes - before
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         await self._conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        async with self._conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self._conn.execute_fetchall(sql, params))
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
-        async with self._conn.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = await self._conn.execute_fetchall(sql, params)
+        return next(iter(rows), None)
 
     async def scalar(self, sql: str, params: Params = ()) -> Any:
         row = await self.fetchone(sql, params)
@@ -67,13 +75,15 @@ class Tx:
 
 
 class Vault:
-    """Owner of the connection. Use as `async with Vault(path) as vault:`."""
+    """Owner of the connections. Use as `async with Vault(path) as vault:`."""
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000) -> None:
-        self.path = Path(path) if str(path) != ":memory:" else Path(":memory:")
+        self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
-        self._conn: aiosqlite.Connection | None = None
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._read_lock = asyncio.Lock()
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -86,65 +96,56 @@ class Vault:
         await self.close()
 
     async def open(self) -> None:
-        if self._conn is not None or self._closed:
+        if self._writer is not None or self._closed:
             raise VaultError("vault already opened")
         try:
-            if str(self.path) != ":memory:":
-                await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
-            conn = await aiosqlite.connect(str(self.path), isolation_level=None)
+            await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
+            self._writer = await self._connect(
+                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"
+            )
+            self._reader = await self._connect("PRAGMA query_only=ON")
         except (OSError, sqlite3.Error) as exc:
-            raise VaultError(f"cannot open vault {self.path}: {exc}") from exc
-        conn.row_factory = sqlite3.Row
-        self._conn = conn
-        try:
-            for pragma in (
-                "PRAGMA journal_mode=WAL",
-                "PRAGMA synchronous=NORMAL",
-                f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}",
-                "PRAGMA foreign_keys=ON",
-            ):
-                await conn.execute(pragma)
-        except sqlite3.Error as exc:
             await self.close()
-            raise VaultError(f"cannot use vault {self.path}: {exc}") from exc
+            raise VaultError(f"cannot open vault {self.path}: {exc}") from exc
+
+    async def _connect(self, *pragmas: str) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(str(self.path), isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            for pragma in (f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}", *pragmas):
+                await conn.execute_fetchall(pragma)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     async def close(self) -> None:
         self._closed = True
-        conn, self._conn = self._conn, None
-        if conn is not None:
+        writer, self._writer = self._writer, None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            async with self._read_lock:
+                await reader.close()
+        if writer is not None:
             async with self._lock:
-                await conn.close()
+                await writer.close()
 
     @property
     def conn(self) -> aiosqlite.Connection:
-        if self._conn is None:
+        """The writer connection."""
+        if self._writer is None:
             raise VaultError("vault is not open")
-        return self._conn
+        return self._writer
+
+    @property
+    def _read_conn(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise VaultError("vault is not open")
+        return self._reader
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
-        """`BEGIN IMMEDIATE`; commit on success, roll back on any exception (then re-raise)."""
-        if _IN_TRANSACTION.get():
-            raise VaultError("nested vault transaction in the same task")
-        conn = self.conn
-        async with self._lock:
-            token = _IN_TRANSACTION.set(True)
-            try:
-                await conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield Tx(conn)
-                except BaseException:
-                    await conn.execute("ROLLBACK")
-                    raise
-                await conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise VaultError(f"vault transaction failed: {exc}") from exc
-            finally:
-                _IN_TRANSACTION.reset(token)
-
-    @asynccontextmanager
-    async def reading(self) -> AsyncIterator[Tx]:
-        """Several reads that see one consistent state, without a write lock on the file."""
+    async def writer(self) -> AsyncIterator[Tx]:
+        """The writer, exclusively, without BEGIN: for ONE statement that is atomic alone."""
         if _IN_TRANSACTION.get():
             raise VaultError("nested vault transaction in the same task")
         conn = self.conn
@@ -153,21 +154,59 @@ class Vault:
             try:
                 yield Tx(conn)
             except sqlite3.Error as exc:
-                raise VaultError(f"vault read failed: {exc}") from exc
+                raise VaultError(f"vault write failed: {exc}") from exc
             finally:
                 _IN_TRANSACTION.reset(token)
 
-    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        async with self.reading() as tx:
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        """`BEGIN IMMEDIATE`; commit on success, roll back on any exception (then re-raise)."""
+        async with self.writer() as tx:
+            conn = self.conn
+            await conn.execute_fetchall("BEGIN IMMEDIATE")
+            try:
+                yield tx
+            except BaseException:
+                await conn.execute_fetchall("ROLLBACK")
+                raise
+            await conn.execute_fetchall("COMMIT")
+
+    async def write(self, sql: str, params: Params = ()) -> list[Row]:
+        """One statement, atomic on its own: a transaction in a single hop. Returns its rows
+        (use `RETURNING`)."""
+        async with self.writer() as tx:
             return await tx.fetchall(sql, params)
 
+    async def write_rowcount(self, sql: str, params: Params = ()) -> int:
+        async with self.writer() as tx:
+            return await tx.execute_rowcount(sql, params)
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[Tx]:
+        """Several reads from one consistent snapshot (a deferred read transaction)."""
+        conn = self._read_conn
+        async with self._read_lock:
+            try:
+                await conn.execute_fetchall("BEGIN")
+                try:
+                    yield Tx(conn)
+                finally:
+                    await conn.execute_fetchall("COMMIT")
+            except sqlite3.Error as exc:
+                raise VaultError(f"vault read failed: {exc}") from exc
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        try:
+            return list(await self._read_conn.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise VaultError(f"vault read failed: {exc}") from exc
+
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
-        async with self.reading() as tx:
-            return await tx.fetchone(sql, params)
+        return next(iter(await self.fetchall(sql, params)), None)
 
     async def scalar(self, sql: str, params: Params = ()) -> Any:
-        async with self.reading() as tx:
-            return await tx.scalar(sql, params)
+        row = await self.fetchone(sql, params)
+        return None if row is None else row[0]
 
     async def user_version(self) -> int:
         return int(await self.scalar("PRAGMA user_version"))

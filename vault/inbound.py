@@ -20,21 +20,16 @@ class InboundLog:
         """Record every key; True only if none of them had been seen before."""
         if not keys:
             return True
-        async with self.vault.transaction() as tx:
-            placeholders = ",".join("?" * len(keys))
-            seen = await tx.scalar(
-                f"SELECT count(*) FROM inbound_seen WHERE key IN ({placeholders})", tuple(keys)
-            )
-            if seen:
-                return False
-            await tx.executemany(
-                "INSERT INTO inbound_seen (key, seen_ms) VALUES (?, ?)",
-                [(key, now_ms) for key in keys],
-            )
-        return True
+        unique = list(dict.fromkeys(keys))
+        values = ",".join("(?, ?)" for _ in unique)
+        inserted = await self.vault.write(
+            f"""INSERT INTO inbound_seen (key, seen_ms) VALUES {values}
+                ON CONFLICT (key) DO NOTHING RETURNING key""",
+            [item for key in unique for item in (key, now_ms)],
+        )
+        return len(inserted) == len(unique)
 
     async def purge(self, older_than_ms: int) -> int:
-        async with self.vault.transaction() as tx:
-            return await tx.execute_rowcount(
-                "DELETE FROM inbound_seen WHERE seen_ms < ?", (older_than_ms,)
-            )
+        return await self.vault.write_rowcount(
+            "DELETE FROM inbound_seen WHERE seen_ms < ?", (older_than_ms,)
+        )

@@ -33,7 +33,7 @@ class Memories:
         self.vault = vault
 
     async def remember(self, user: int, text: str, now_ms: int) -> int:
-        async with self.vault.transaction() as tx:
+        async with self.vault.transaction() as tx:  # the FTS trigger writes a second table
             return await tx.execute(
                 "INSERT INTO memories (user, text, created_ms) VALUES (?, ?, ?)",
                 (user, text, now_ms),

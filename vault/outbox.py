@@ -92,17 +92,16 @@ class Outbox:
         self.vault = vault
 
     async def enqueue(self, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
-        async with self.vault.transaction() as tx:
+        async with self.vault.writer() as tx:  # one INSERT, atomic on its own
             return await enqueue_in(tx, out, now_ms, status=status)
 
     async def mark_sending(self, row_id: int) -> bool:
         """Claim a pending row for one attempt; False if it is no longer pending."""
-        async with self.vault.transaction() as tx:
-            changed = await tx.execute_rowcount(
-                """UPDATE outbox SET status = 'sending', attempts = attempts + 1
-                   WHERE id = ? AND status = 'pending'""",
-                (row_id,),
-            )
+        changed = await self.vault.write_rowcount(
+            """UPDATE outbox SET status = 'sending', attempts = attempts + 1
+               WHERE id = ? AND status = 'pending'""",
+            (row_id,),
+        )
         return changed == 1
 
     async def mark_sent(self, row_id: int, platform_ids: Sequence[str], now_ms: int) -> None:
@@ -123,17 +122,15 @@ class Outbox:
         sets = ", ".join(f"{k} = ?" for k in extra)
         sql = "UPDATE outbox SET status = ?, last_error = coalesce(?, last_error)"
         sql += f", {sets}" if sets else ""
-        async with self.vault.transaction() as tx:
-            await tx.execute(sql + " WHERE id = ?", (status, error, *extra.values(), row_id))
+        await self.vault.write(sql + " WHERE id = ?", (status, error, *extra.values(), row_id))
 
     async def recover_after_crash(self) -> int:
         """Rows left `sending` by a crash may have been delivered: mark them uncertain."""
-        async with self.vault.transaction() as tx:
-            return await tx.execute_rowcount(
-                """UPDATE outbox SET status = 'uncertain',
-                          last_error = 'process stopped during the send'
-                   WHERE status = 'sending'"""
-            )
+        return await self.vault.write_rowcount(
+            """UPDATE outbox SET status = 'uncertain',
+                      last_error = 'process stopped during the send'
+               WHERE status = 'sending'"""
+        )
 
     async def due(self, now_ms: int, limit: int = 100) -> list[OutboxRow]:
         rows = await self.vault.fetchall(

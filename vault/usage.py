@@ -1,4 +1,9 @@
-"""Model calls: one row per request, for `/status`, admin stats and metrics."""
+"""Model calls: one row per request, for `/status`, admin stats and metrics.
+
+Rows are buffered and written in batches: a write per model call would be a sizeable share of
+a turn's vault time, and the figures are statistics. Every read flushes first, so what is
+reported is exact; a crash can lose at most one unflushed batch. The app flushes at shutdown.
+"""
 
 from __future__ import annotations
 
@@ -18,30 +23,46 @@ class Call:
     ok: bool
 
 
+BATCH = 64
+
+
 class UsageLog:
-    def __init__(self, vault: Vault) -> None:
+    def __init__(self, vault: Vault, *, batch: int = BATCH) -> None:
         self.vault = vault
+        self._batch = batch
+        self._pending: list[tuple[object, ...]] = []
 
     async def record(self, call: Call, now_ms: int) -> None:
+        self._pending.append(
+            (
+                now_ms,
+                call.chat_key,
+                call.purpose,
+                call.model,
+                call.input_tokens,
+                call.output_tokens,
+                call.latency_ms,
+                int(call.ok),
+            )
+        )
+        if len(self._pending) >= self._batch:
+            await self.flush()
+
+    async def flush(self) -> None:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
         async with self.vault.transaction() as tx:
-            await tx.execute(
+            await tx.executemany(
                 """INSERT INTO llm_calls (at_ms, chat_key, purpose, model, input_tokens,
                                           output_tokens, latency_ms, ok)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    now_ms,
-                    call.chat_key,
-                    call.purpose,
-                    call.model,
-                    call.input_tokens,
-                    call.output_tokens,
-                    call.latency_ms,
-                    int(call.ok),
-                ),
+                rows,
             )
 
     async def totals(self, since_ms: int) -> tuple[int, int, int]:
         """(calls, input tokens, output tokens) since a time."""
+        await self.flush()
         row = await self.vault.fetchone(
             """SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0)
                FROM llm_calls WHERE at_ms >= ?""",

@@ -1,0 +1,42 @@
+"""Shared helpers for the benchmark scripts: percentiles, peak memory, a zero-latency model."""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+
+from gateway.llm import LLMRequest, LLMResponse, TextPart
+
+
+class InstantModel:
+    """The LLM port answering at once: the benchmark measures the gateway, not a model."""
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        return LLMResponse(
+            parts=(TextPart("ok"),),
+            stop_reason="end_turn",
+            model="instant",
+            input_tokens=1,
+            output_tokens=1,
+        )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary_ms(values: list[float]) -> str:
+    return (
+        f"median {statistics.median(values):.3f} ms, p99 {percentile(values, 99):.3f} ms, "
+        f"max {max(values):.3f} ms"
+    )
+
+
+def peak_rss_mib() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024

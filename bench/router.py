@@ -1,0 +1,83 @@
+"""Gateway overhead: N messages across M chats through the real router and an on-disk vault.
+
+The channel is in memory and the model answers instantly, so the figures are Iris's own cost
+per message: dedupe, auth, recording, context assembly, the (zero-latency) model call and its
+usage record, the outbox, delivery and recording the reply. Each chat is a client that sends
+its next message when the previous reply arrived; all M chats run at once.
+
+    python bench/router.py --messages 5000 --chats 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import InstantModel, peak_rss_mib, summary_ms
+from gateway.app import App
+from gateway.config import Config, Secrets, Settings
+from gateway.messages import ChatRef, Inbound, SentReceipt, UserRef
+from gateway.ports import InboundHandler
+
+
+class NullChannel:
+    name = "bench"
+
+    def command_hint(self, command: str) -> str:
+        return f"/{command}"
+
+    async def typing(self, chat: ChatRef) -> None:
+        return None
+
+    async def send(self, out: object) -> SentReceipt:
+        return SentReceipt()
+
+    async def run(self, on_inbound: InboundHandler) -> None:
+        await asyncio.Event().wait()
+
+
+async def client(app: App, chat: int, count: int, latencies: list[float]) -> None:
+    ref = ChatRef(channel="bench", chat_id=f"c{chat}")
+    user = UserRef(channel="bench", user_id=f"u{chat}")
+    for n in range(count):
+        message = Inbound(
+            chat=ref, user=user, text=f"message {n} about topic {chat}", message_id=f"{chat}-{n}"
+        )
+        started = time.perf_counter()
+        await app.router.submit(message)
+        latencies.append((time.perf_counter() - started) * 1000)
+
+
+async def main(messages: int, chats: int, vault_dir: Path) -> None:
+    settings = Settings(vault={"path": str(vault_dir / "bench.db")}, auth={"allow": ["bench:*"]})
+    config = Config(settings=settings, secrets=Secrets({}), source=None)
+    async with App(
+        config=config, channels=[NullChannel()], llm_override=InstantModel(), use_llm_override=True
+    ) as app:
+        per_chat = max(1, messages // chats)
+        await asyncio.gather(*(client(app, c, 2, []) for c in range(chats)))  # warm up
+        latencies: list[float] = []
+        started = time.perf_counter()
+        await asyncio.gather(*(client(app, c, per_chat, latencies) for c in range(chats)))
+        elapsed = time.perf_counter() - started
+    total = per_chat * chats
+    print(f"router: {total} messages across {chats} chats, vault on disk")
+    print(f"throughput: {total / elapsed:,.0f} messages/s")
+    print(f"per-message gateway time: {summary_ms(latencies)}")
+    print(f"peak RSS: {peak_rss_mib():.1f} MiB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--chats", type=int, default=50)
+    parser.add_argument("--dir", help="where to put the vault (default: a temporary directory)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(main(args.messages, args.chats, Path(args.dir or tmp)))
