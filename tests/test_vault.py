@@ -50,9 +50,13 @@ async def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 async def test_pragmas(tmp_path: Path) -> None:
     async with Vault(tmp_path / "v.db") as vault:
-        assert await vault.scalar("PRAGMA journal_mode") == "wal"
-        assert await vault.scalar("PRAGMA foreign_keys") == 1
-        assert await vault.scalar("PRAGMA busy_timeout") == 5000
+        async with vault.writer() as tx:
+            assert await tx.scalar("PRAGMA journal_mode") == "wal"
+            assert await tx.scalar("PRAGMA foreign_keys") == 1
+            assert await tx.scalar("PRAGMA busy_timeout") == 5000
+        assert await vault.scalar("PRAGMA query_only") == 1  # reads use the read-only side
+        with pytest.raises(VaultError):
+            await vault.fetchall("CREATE TABLE nope (x)")
 
 
 async def test_rollback_of_one_coroutine_never_loses_anothers_write(tmp_path: Path) -> None:
