@@ -64,7 +64,7 @@ class Replier:
         out = Outbound(
             chat=inbound.chat,
             text=text,
-            idempotency_key=f"{inbound.chat.key}:{inbound.message_id}:{turn.replies}",
+            idempotency_key=f"{inbound.chat.key}:{inbound.message_id}:{out_kind.value}:{turn.replies}",
             reply_to=inbound.message_id or None,
             kind=out_kind,
         )

@@ -57,11 +57,13 @@ def dedupe_keys(turn: Turn) -> list[str]:
 
 
 def dedupe_step(inbound_log: InboundLog) -> Step:
+    """The early, read-only check; the record step claims the keys atomically with the message."""
+
     async def dedupe(turn: Turn, nxt: Next) -> None:
-        if await inbound_log.first_sighting(dedupe_keys(turn), turn.now_ms):
-            await nxt(turn)
-        else:
+        if await inbound_log.seen(dedupe_keys(turn)):
             log.info("duplicate delivery of %s dropped", turn.inbound.message_id)
+            return
+        await nxt(turn)
 
     return dedupe
 
@@ -94,12 +96,17 @@ def record_step(conversations: Conversations, *, max_chars: int) -> Step:
         if not text:
             raise UserInputError(EMPTY_MESSAGE)
         turn.command = parse_command(text)
-        turn.recorded = recorded = await conversations.record_inbound(
+        recorded = await conversations.record_inbound(
             inbound,
             kind="command" if turn.command else "chat",
             tokens=estimate_tokens(text),
             now_ms=turn.now_ms,
+            dedupe_keys=tuple(dedupe_keys(turn)),
         )
+        if recorded is None:  # a concurrent redelivery claimed the keys first
+            log.info("duplicate delivery of %s dropped", inbound.message_id)
+            return
+        turn.recorded = recorded
         turn.scope = Scope(
             user=inbound.user,
             chat=inbound.chat,

@@ -3,9 +3,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from gateway.app import App
 from gateway.clock import ManualClock
-from gateway.errors import ModelRejected, ModelUnavailable
+from gateway.errors import ModelRejected, ModelUnavailable, VaultError
 from gateway.llm import LLMRequest, LLMResponse
 from gateway.messages import ChatKind
 from gateway.router import APOLOGY, MODEL_DOWN
@@ -230,3 +232,26 @@ async def test_drain_deadline_cancels_stuck_turns(tmp_path: Path, channel: Memor
         await app.router.drain()
         assert task.cancelled()
         assert await user_texts(app) == ["stuck"]
+
+
+async def test_a_failed_recording_does_not_swallow_the_redelivery(
+    app: App, llm: FakeLLM, channel: MemoryChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vault.conversations as conversations
+
+    real = conversations.append_message
+    calls = 0
+
+    async def flaky(*args: object, **kwargs: object) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise VaultError("disk I/O error")
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(conversations, "append_message", flaky)
+    await app.router.submit(inbound("important", message_id="7"))
+    assert channel.texts() == [APOLOGY]
+    await app.router.submit(inbound("important", message_id="7"))  # the platform redelivers
+    assert channel.texts() == [APOLOGY, "ok"]
+    assert await user_texts(app) == ["important"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.messages import ChatRef, Inbound, UserRef
 from vault.db import Tx, Vault
+from vault.inbound import claim_in
 
 HISTORY_KINDS = ("chat", "proactive")
 
@@ -116,17 +117,24 @@ class Conversations:
         self._chat_pks: dict[tuple[str, str, str], int] = {}
 
     async def record_inbound(
-        self, inbound: Inbound, *, kind: str, tokens: int, now_ms: int
-    ) -> Recorded:
+        self,
+        inbound: Inbound,
+        *,
+        kind: str,
+        tokens: int,
+        now_ms: int,
+        dedupe_keys: tuple[str, ...] = (),
+    ) -> Recorded | None:
+        """Record a user's message and claim its dedupe keys atomically; None if a duplicate."""
         ref = inbound.chat
         cache_key = (ref.channel, ref.chat_id, ref.thread_id or "")
         async with self.vault.transaction() as tx:
+            if not await claim_in(tx, dedupe_keys, now_ms):
+                return None
             user = await upsert_user(tx, inbound.user, now_ms)
             chat = self._chat_pks.get(cache_key)
             if chat is None:
-                chat = self._chat_pks[cache_key] = await chat_pk(
-                    tx, ref, inbound.kind.value, now_ms
-                )
+                chat = await chat_pk(tx, ref, inbound.kind.value, now_ms)
             session = await open_session(tx, chat, now_ms)
             message = await append_message(
                 tx,
@@ -140,6 +148,7 @@ class Conversations:
                 now_ms=now_ms,
                 platform_id=inbound.message_id or None,
             )
+        self._chat_pks[cache_key] = chat  # only once committed: a rollback would undo the row
         return Recorded(
             user_pk=user["id"],
             chat_pk=chat,

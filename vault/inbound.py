@@ -1,6 +1,9 @@
 """Inbound dedupe: a platform event id seen once is never handled twice, even across restarts.
 
 Keys are namespaced strings such as `telegram:update:123` or `slack:ts:C1:1700000000.1234`.
+A message's keys are claimed in the same transaction that records the message
+(`vault.conversations`), so a crash leaves either both or neither: a redelivery after a crash
+is handled, never silently dropped. `seen()` is the cheap early check the router does first.
 The same table also holds "once per period" markers (e.g. the daily not-authorized notice),
 which are the same problem: remember that something happened, atomically.
 """
@@ -9,25 +12,41 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vault.db import Vault
+from vault.db import Tx, Vault
+
+
+async def claim_in(tx: Tx, keys: Sequence[str], now_ms: int) -> bool:
+    """Insert every key inside the caller's transaction; True only if none existed."""
+    unique = list(dict.fromkeys(keys))
+    if not unique:
+        return True
+    values = ",".join("(?, ?)" for _ in unique)
+    inserted = await tx.fetchall(
+        f"""INSERT INTO inbound_seen (key, seen_ms) VALUES {values}
+            ON CONFLICT (key) DO NOTHING RETURNING key""",
+        [item for key in unique for item in (key, now_ms)],
+    )
+    return len(inserted) == len(unique)
 
 
 class InboundLog:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
-    async def first_sighting(self, keys: Sequence[str], now_ms: int) -> bool:
-        """Record every key; True only if none of them had been seen before."""
+    async def seen(self, keys: Sequence[str]) -> bool:
+        """True if any of the keys was claimed before (a read; claims happen when recording)."""
         if not keys:
-            return True
-        unique = list(dict.fromkeys(keys))
-        values = ",".join("(?, ?)" for _ in unique)
-        inserted = await self.vault.write(
-            f"""INSERT INTO inbound_seen (key, seen_ms) VALUES {values}
-                ON CONFLICT (key) DO NOTHING RETURNING key""",
-            [item for key in unique for item in (key, now_ms)],
+            return False
+        placeholders = ",".join("?" * len(keys))
+        found = await self.vault.scalar(
+            f"SELECT 1 FROM inbound_seen WHERE key IN ({placeholders}) LIMIT 1", tuple(keys)
         )
-        return len(inserted) == len(unique)
+        return found is not None
+
+    async def first_sighting(self, keys: Sequence[str], now_ms: int) -> bool:
+        """Claim the keys on their own; True only if none of them had been seen before."""
+        async with self.vault.writer() as tx:  # one INSERT, atomic on its own
+            return await claim_in(tx, keys, now_ms)
 
     async def purge(self, older_than_ms: int) -> int:
         return await self.vault.write_rowcount(
