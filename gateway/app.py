@@ -28,6 +28,7 @@ from gateway.core_commands import CoreCommands
 from gateway.delivery import Delivery
 from gateway.errors import FatalChannelError
 from gateway.memory_tools import memory_tools
+from gateway.messages import ChatRef
 from gateway.ports import LLM, Channel, Clock
 from gateway.providers import (
     CurrentMessageProvider,
@@ -223,11 +224,27 @@ class App:
             )
         )
 
-    async def _mark_unreachable(self, chat: Any) -> None:
+    async def _mark_unreachable(self, chat: ChatRef) -> None:
         await self.conversations.mark_unreachable(chat, self.clock.now_ms())
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run channels and background services until `stop` is set, then shut down in order."""
+        """Run channels and background services until `stop` is set, then shut down in order.
+
+        A `FatalChannelError` (e.g. an invalid token) ends the app and is raised as itself,
+        not wrapped in the task group's ExceptionGroup, so the CLI can print it in one line.
+        """
+        try:
+            await self._serve(stop)
+        except BaseExceptionGroup as group:
+            fatal = group.subgroup(FatalChannelError)
+            if fatal is None:
+                raise
+            leaf: BaseException = fatal
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            raise leaf from group
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tg:
             intake = [
                 tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels
