@@ -50,8 +50,10 @@ _CLAUSE_PHRASES = (
     r"(?:let's |can we |could we |we should |i want to |i'd like to |just )?"
     r"(?:start (?:over|again|afresh|fresh|from scratch)|begin again)"
     r"\s*(?:$|[.!?,;]|please\b|then\b)",
-    r"(?:let's |can we |could we |please )?(?:reset|restart|wipe|clear) (?:the|this|our|my|your)"
-    r" (?:conversation|chat|context|thread|discussion|memory|history)\b",
+    r"(?:let's |can we |could we |please )?(?:just )?(?:reset|restart|wipe|clear)"
+    r" (?:the|this|our|my|your) (?:conversation|chat|context|thread|discussion|memory|history)"
+    r"(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b|for me\b))",
+    r"i give up(?: on (?:this|it|you))?\s*(?:$|[.!?,;])|i(?:'m| am) (?:giving up|done with this)\b",
     r"забудь (?:это|всё|все|про это)|(?:давай )?начн[её]м (?:сначала|заново)",
     r"no,? i (?:said|meant|asked|wrote)\b",
     r"i (?:already|just) (?:said|told you|explained|asked)\b",
@@ -75,7 +77,7 @@ _ANYWHERE_PHRASES = (
     r"|ignoring (?:me|what i|my))",
     r"you (?:don't|do not|didn't|did not|aren't|are not|never) (?:understand|get it|listen"
     r"|read (?:my|what)|answer(?:ed)? (?:my|the) question|paying attention)",
-    r"you keep (?:repeating|saying|getting|ignoring|making|giving me|doing) ",
+    r"you keep (?:on )?\w+ing\b|contradicting yourself\b",
     r"(?:that's|that is|this is|this isn't|that isn't|it's) (?:not|nothing like) what i"
     r" (?:asked|said|meant|wanted|requested)\b",
     r"not what i (?:asked|meant) for\b|^not what i (?:asked|meant)\b",
@@ -90,6 +92,7 @@ _ANYWHERE_PHRASES = (
     r"(?:we're|we are) going (?:around |round )?in circles\b",
     r"stop (?:repeating yourself|making (?:stuff|things) up|apologi[sz]ing and)\b",
     r"(?:this|that) (?:is not|isn't) helping\b",
+    r"そういう意味じゃな|そうじゃなくて|最初からやり直|話を聞いてな",
     r"(?:that's|that is) (?:completely|totally|still|just) wrong\b",
     r"du (?:verstehst|hörst) (?:mich |mir )?(?:nicht|überhaupt nicht)\b"
     r"|das (?:habe|hab) ich nicht (?:gefragt|gesagt|gemeint)\b",
@@ -110,13 +113,51 @@ _SHIFT_CUE = _rx(
     r"|change of (?:topic|subject)|chang(?:e|ing) the (?:topic|subject)|switching (?:gears|topics)"
     r"|on (?:a|an) (?:different|other|unrelated|separate) (?:note|topic)|on another note"
     r"|something (?:else|completely different)|totally different|anderes thema|übrigens"
-    r"|autre (?:sujet|question)|otro tema|otra pregunta|cambiando de tema|другой вопрос)\b"
+    r"|autre (?:sujet|question)|otro tema|otra pregunta|cambiando de tema|другой вопрос"
+    r"|кстати)\b|ところで|話は変わ"
 )
+# A message that opens by pointing back continues the topic ("and what about…", "that one…").
 _CONTINUATION_START = _rx(
     r"^\W*(?:and|also|but|so|then|what about|how about|and if|what if|which one|same|instead"
     r"|it|its|it's|that|that's|this|these|those|they|them|there|wait|follow[- ]?up|ok so"
     r"|und|aber|dann|das|es|et|mais|alors|donc|ça|ca|y|pero|entonces|eso|esto|и|а|но|тогда)\b"
 )
+# Words that refer back to something already said, anywhere in the message.
+_BACK_REFERENCE = _rx(
+    r"\b(?:it|its|it's|this|these|those|they|them|their|there|such|same|also|too|then"
+    r"|instead|else|either|both|here|again|still|other|second|third|previous|above"
+    r"|earlier|former|latter|dies|diese|dieser|dieses|ça|cela|ces|eso|esto|esa|ese|это|эти"
+    r"|этот|эту|там|тоже|также)\b"
+    # "that" only as a demonstrative ("is that normal", "for that route"), not as a relative
+    # pronoun ("a function that checks").
+    r"|\b(?:is|was|does|did|do|for|with|about|of|like|on|in|at|to|after|before|if|than|and)"
+    r" that\b(?! (?:is|are|was|were|has|have|can|will|would|does|do)\b)"
+)
+# A yes/no question ("Is 16 GB enough?", "For dessert, should I…?") asks about something on
+# the table;
+# a request ("Can you recommend…") or a wh-question can open a new subject.
+_POLAR_QUESTION = _rx(
+    r"^\W*(?:[^,.;:?!\n]{1,30},\s*)?(?:is|are|should|shall|would|does|do|did|must|will|has|have"
+    r"|could (?!you)|can (?!you)|muss|müssen|soll|sollte|lohnt|ist|sind|kann (?!du)|est-ce"
+    r"|faut-il|dois-je|sería|debería|hay|стоит|нужно|можно|надо)\b"
+)
+# A new subject is opened by asking for something; a plain statement ("The soil stays wet")
+# adds detail to the current one.
+_ASKS = _rx(
+    r"[?？]|(?:か|ください|教えて)\W*$"
+    r"|^\W*(?:(?:can|could|would|will) you|please|pls|help|write|explain|suggest|recommend"
+    r"|tell me|give me|show me|draft|translate|summari[sz]e|describe|list|compare|create|plan"
+    r"|convert|find|calculate|i need|i want|i'd like|i would like|i'm looking for|looking for"
+    r"|how|what|which|who|where|when|why|kannst du|können sie|bitte|erkläre|schreib|wie|was"
+    r"|welche|peux-tu|pouvez-vous|explique|écris|comment|quel|quelle|puedes|explica|escribe"
+    r"|cómo|qué|cuál|посоветуй|помоги|расскажи|объясни|напиши|как|что|какой|какие)\b"
+)
+# The topic is judged once the session has this many earlier messages (and enough keywords):
+# the first messages of a conversation add detail rather than settle a subject.
+MIN_RECENT_MESSAGES = 2
+# Past this many keywords a message is not penalised for its extra detail words.
+OVERLAP_CAP = 5
+
 
 _TOKEN = re.compile(r"\w+(?:['’]\w+)*")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -144,6 +185,8 @@ _STOPWORD_TEXT = """
     dir doch du ein eine einem einen einer es für gibt hab habe hat ich ihr im in ist ja jetzt
     kann kannst kein man mein mich mir mit nach nicht noch nur oder schon sein sich sie sind so
     und uns von was wie wir wo zu zum zur über
+    comment combien quand pourquoi quel quelle quels quelles où cómo cuándo cuánto cuánta cuál
+    dónde porqué warum wann welche welcher welches wieso weshalb wieviel как почему сколько
     au aux avec ce ces cette comme dans de des du elle en est et eux il je la le les leur lui ma
     mais me mes moi mon ne nous on ou par pas pour qu que qui sa se ses son sur ta te tes toi ton
     tu un une vos votre vous ça faire peux peut merci
@@ -164,7 +207,7 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 class Params:
     threshold: float = 0.2
     min_keywords: int = 5
-    min_message_keywords: int = 3
+    min_message_keywords: int = 5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -230,40 +273,55 @@ def stems(words: Iterable[str]) -> set[str]:
 
 
 def overlap(message: Sequence[str], recent_stems: set[str]) -> float:
-    """Share of the message's keywords that the recent messages used too (0.0 to 1.0)."""
+    """Share of the message's keywords that recent messages used too, 0.0 to 1.0.
+
+    The denominator is capped at `OVERLAP_CAP`: one shared keyword in a long, detailed
+    message is as much a link to the topic as in a short one.
+    """
     if not message:
         return 1.0
     hits = sum(1 for w in message if stem(w) in recent_stems)
-    return hits / len(message)
+    return min(1.0, hits / min(len(message), OVERLAP_CAP))
 
 
 def analyze(text: str, recent: Sequence[Sequence[str]], params: Params = Params()) -> Analysis:
     """Judge `text` against the keywords of the session's recent user messages (oldest first)."""
-    words = keywords(text)
+    own = strip_quoted(text)
+    words = keywords(own)
     frustration = is_frustrated(text)
     recent_stems: set[str] = set()
     for message_words in recent:
         recent_stems.update(stem(w) for w in message_words)
-    cue = _SHIFT_CUE.search(text) is not None
+    cue = _SHIFT_CUE.search(own) is not None
     enough = len(words) >= (1 if cue else params.min_message_keywords)
-    if len(recent_stems) < params.min_keywords or not enough:
+    settled = len(recent) >= MIN_RECENT_MESSAGES and len(recent_stems) >= params.min_keywords
+    if not settled or not enough:
         return Analysis(frustration=frustration, topic_shift=False, keywords=words, overlap=None)
     share = overlap(words, recent_stems)
     if cue:
         shift = share < max(0.5, params.threshold)
     else:
-        shift = share < params.threshold and not _CONTINUATION_START.search(text)
+        shift = share < params.threshold and _ASKS.search(own) is not None and not _points_back(own)
     return Analysis(frustration=frustration, topic_shift=shift, keywords=words, overlap=share)
 
 
-def advance(recent: Sequence[Sequence[str]], analysis: Analysis, window: int) -> list[list[str]]:
-    """The recent-keywords window after a message: a topic shift starts the window afresh."""
-    words = list(analysis.keywords)
-    if analysis.topic_shift:
-        return [words] if words else []
+def _points_back(text: str) -> bool:
+    return bool(
+        _CONTINUATION_START.search(text)
+        or _POLAR_QUESTION.search(text)
+        or _BACK_REFERENCE.search(text)
+    )
+
+
+def advance(recent: Sequence[Sequence[str]], words: Sequence[str], window: int) -> list[list[str]]:
+    """The recent-keywords window after a message: the last `window` messages' keywords.
+
+    A topic shift does not empty the window: the old topic fades out within `window`
+    messages, and the new topic's messages meet their own keywords meanwhile.
+    """
     kept = [list(m) for m in recent[-(window - 1) :]] if window > 1 else []
     if words:
-        kept.append(words)
+        kept.append(list(words))
     return kept
 
 
@@ -275,5 +333,5 @@ def judge_conversation(
         raise ValueError("a conversation needs at least one message")
     recent: list[list[str]] = []
     for text in messages[:-1]:
-        recent = advance(recent, analyze(text, recent, params), window)
+        recent = advance(recent, keywords(text), window)
     return analyze(messages[-1], recent, params)

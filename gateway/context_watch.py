@@ -139,7 +139,7 @@ class ContextWatch:
         state.messages += 1
         if analysis.topic_shift or state.topic_started_ms is None:
             state.topic_started_ms = turn.now_ms
-        state.recent = advance(state.recent, analysis, self.settings.recent_messages)
+        state.recent = advance(state.recent, analysis.keywords, self.settings.recent_messages)
         event = None
         if suggestion is not None:
             state.last_suggestion_ms = turn.now_ms
