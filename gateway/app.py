@@ -187,10 +187,12 @@ class App:
         )
         self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
         self.turn_hooks: list[TurnHook] = []
+        # The counters stay readable (admin stats) while the analyzer is switched off.
+        self.analyzer_store = AnalyzerStore(self.vault)
         self.analyzer: ContextWatch | None = None
         if s.analyzer.enabled:
             self.analyzer = ContextWatch(
-                store=AnalyzerStore(self.vault),
+                store=self.analyzer_store,
                 conversations=self.conversations,
                 settings=s.analyzer,
                 call=self.agent.call if self.llm is not None else None,
