@@ -1,6 +1,9 @@
 """Evaluate the context analyzer on the labelled cases and time it per message.
 
     python bench/analyzer_eval.py [tests/data/analyzer_cases.jsonl] [--verbose]
+    python bench/analyzer_eval.py tests/data/analyzer_holdout.jsonl
+
+`analyzer_holdout.jsonl` was written after the rules were frozen and is not used for tuning.
 
 Quality: precision/recall/F1 for frustration (expect "compact") and topic shift (expect
 "clear"), and the false-suggestion rate on conversations that should get no tip. Speed: every

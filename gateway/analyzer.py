@@ -11,10 +11,14 @@ word list is compiled once at import, and a call allocates only the message's ow
 - Keywords: Unicode word tokens, casefolded, stopwords of several languages removed,
   deduplicated; runs of Han/Kana characters (no spaces between words) become bigrams.
 - Topic shift: the share of the message's keywords found among the session's recent keywords
-  (compared on a light stem, so "migrate" meets "migration") below a threshold, judged only
-  when the session has enough recent keywords and the message enough of its own. A message
-  that opens by pointing back ("and what about…", "that one…") is a continuation; an explicit
-  "unrelated question" or "by the way" tips a weak overlap into a shift.
+  (compared on a light stem, so "migrate" meets "migration") below a threshold. Judged only
+  once the session has two earlier messages and enough recent keywords, and only for
+  messages with enough keywords of their own (quoted text does not count). A new subject is
+  opened by asking for something, so a plain statement never counts as a shift; nor does a
+  message that points back ("and what about…", "is that normal?", "the second paragraph") or
+  a yes/no question ("Is 16 GB enough?"). An explicit "unrelated question" or "by the way"
+  tips a weak overlap into a shift. Keyword overlap cannot tell a follow-up with new
+  vocabulary from a new subject: that is what the optional confirmation model is for.
 """
 
 from __future__ import annotations
