@@ -1,7 +1,7 @@
 """Pure detection of frustration and topic shifts in a user message. No I/O, no state.
 
 Runs on every chat message before the agent turn, so it is built for speed: every regex and
-word list is compiled once at import, and a call allocates only the message's own keywords.
+word list is compiled once at import; a call builds only small per-message sets.
 
 - Frustration: phrase patterns ("forget that", "that's not what I asked", "you're not
   listening"…) matched in clause-initial position or as fixed complaints, after quoted text and

@@ -125,6 +125,14 @@ class ContextWatch:
         await self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
 
     async def suggest(self, turn: Turn) -> Suggestion | None:
+        """The tip for this message, if any. A failure here never costs the user the reply."""
+        try:
+            return await self._suggest(turn)
+        except Exception:
+            log.exception("context analyzer failed for %s", turn.inbound.chat.key)
+            return None
+
+    async def _suggest(self, turn: Turn) -> Suggestion | None:
         recorded, scope = turn.recorded, turn.scope
         if recorded is None or scope is None:
             return None

@@ -8,7 +8,7 @@ from gateway.app import App
 from gateway.clock import ManualClock
 from gateway.config import Config
 from gateway.context_watch import WatchState
-from gateway.errors import ModelRejected
+from gateway.errors import ModelRejected, VaultError
 from gateway.llm import LLMRequest, LLMResponse, TextPart
 from gateway.steps import format_suggestion
 from tests.conftest import make_config
@@ -188,6 +188,18 @@ def test_format_suggestion_per_channel() -> None:
     slack = format_suggestion("clear", lambda c: f"/iris {c}")
     assert "/iris clear" in slack
     assert slack.startswith("\n\n_Tip: ")
+
+
+async def test_analyzer_failure_never_costs_the_reply(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await harness.say_all(ON_TOPIC)
+
+    async def broken(session: int) -> dict[str, object]:
+        raise VaultError("disk on fire")
+
+    monkeypatch.setattr(harness.app.analyzer_store, "load", broken)
+    assert await harness.say(SHIFT) == "ok"
 
 
 def test_state_from_unexpected_json_starts_clean() -> None:
