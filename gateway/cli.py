@@ -9,15 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.analyzer import Params
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError, FatalChannelError, IrisError, VaultError
+
+if TYPE_CHECKING:
+    from gateway.analyzer import Params
 
 log = logging.getLogger("iris")
 
@@ -158,6 +161,7 @@ async def cmd_db_backup(args: argparse.Namespace, config: Config) -> int:
 
 
 async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
+    from gateway.analyzer import Params
     from gateway.analyzer_batch import run_batch
 
     s = config.settings.analyzer
@@ -168,9 +172,15 @@ async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
         print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
     lines = text.split("\n")
-    if args.confirm:
-        return await _analyze_confirmed(lines, config, params)
-    return await run_batch(lines, sys.stdout, sys.stderr, params=params, window=s.recent_messages)
+    try:
+        if args.confirm:
+            return await _analyze_confirmed(lines, config, params)
+        return await run_batch(
+            lines, sys.stdout, sys.stderr, params=params, window=s.recent_messages
+        )
+    except BrokenPipeError:  # `iris analyze … | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 async def _analyze_confirmed(lines: list[str], config: Config, params: Params) -> int:
