@@ -234,7 +234,10 @@ def strip_quoted(text: str) -> str:
 
 def is_frustrated(text: str) -> bool:
     """Does the message complain about the conversation itself (not ask for a task)?"""
-    plain = strip_quoted(text)
+    return _complains(strip_quoted(text))
+
+
+def _complains(plain: str) -> bool:
     for match in _FRUSTRATION.finditer(plain):
         if not _REPORTING.search(plain, 0, match.start() + 1):
             return True
@@ -292,7 +295,7 @@ def analyze(text: str, recent: Sequence[Sequence[str]], params: Params = Params(
     """Judge `text` against the keywords of the session's recent user messages (oldest first)."""
     own = strip_quoted(text)
     words = keywords(own)
-    frustration = is_frustrated(text)
+    frustration = _complains(own)
     recent_stems: set[str] = set()
     for message_words in recent:
         recent_stems.update(stem(w) for w in message_words)
