@@ -24,6 +24,7 @@ from gateway.clock import SystemClock
 from gateway.commands import CommandRegistry
 from gateway.config import Config
 from gateway.context import ContextPipeline, TraceStore
+from gateway.context_watch import ContextWatch
 from gateway.core_commands import CoreCommands
 from gateway.delivery import Delivery
 from gateway.errors import FatalChannelError
@@ -43,6 +44,7 @@ from gateway.router import Router, Step
 from gateway.steps import (
     TurnHook,
     agent_step,
+    analyzer_step,
     auth_step,
     command_step,
     dedupe_step,
@@ -50,6 +52,7 @@ from gateway.steps import (
     record_step,
 )
 from gateway.tools import ToolRegistry
+from vault.analyzer import AnalyzerStore
 from vault.conversations import Conversations
 from vault.db import Vault
 from vault.inbound import InboundLog
@@ -186,6 +189,17 @@ class App:
         )
         self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
         self.turn_hooks: list[TurnHook] = []
+        # The counters stay readable (admin stats) while the analyzer is switched off.
+        self.analyzer_store = AnalyzerStore(self.vault)
+        self.analyzer: ContextWatch | None = None
+        if s.analyzer.enabled:
+            self.analyzer = ContextWatch(
+                store=self.analyzer_store,
+                conversations=self.conversations,
+                settings=s.analyzer,
+                call=self.agent.call if self.llm is not None else None,
+            )
+            self.turn_hooks.append(self.analyzer.observe)
         self.router = Router(
             steps=self._steps(),
             replier=self.replier,
@@ -203,6 +217,7 @@ class App:
             record_step(self.conversations, max_chars=s.router.max_message_chars),
             hooks_step(self.turn_hooks),
             command_step(self.commands, self.replier),
+            *([analyzer_step(self.analyzer.suggest, self.replier)] if self.analyzer else []),
             agent_step(self.agent, self.replier),
         ]
 

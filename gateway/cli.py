@@ -1,4 +1,4 @@
-"""The `iris` command line: run, chat, doctor, db migrate, db backup.
+"""The `iris` command line: run, chat, doctor, analyze, db migrate, db backup.
 
 Exit codes: 0 success, 1 a check or command failed, 2 bad configuration or usage (before
 anything starts). Errors are one line per problem; tracebacks only for bugs.
@@ -9,14 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError, FatalChannelError, IrisError, VaultError
+
+if TYPE_CHECKING:
+    from gateway.analyzer import Params
 
 log = logging.getLogger("iris")
 
@@ -156,6 +160,54 @@ async def cmd_db_backup(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
+    from gateway.analyzer import Params
+    from gateway.analyzer_batch import run_batch
+
+    s = config.settings.analyzer
+    params = Params(threshold=s.topic_shift_threshold, min_keywords=s.min_keywords)
+    try:
+        text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    lines = text.split("\n")
+    try:
+        if args.confirm:
+            return await _analyze_confirmed(lines, config, params)
+        return await run_batch(
+            lines, sys.stdout, sys.stderr, params=params, window=s.recent_messages
+        )
+    except BrokenPipeError:  # `iris analyze … | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+async def _analyze_confirmed(lines: list[str], config: Config, params: Params) -> int:
+    from gateway.analyzer_batch import run_batch
+    from gateway.analyzer_confirm import Confirmer
+    from gateway.anthropic_llm import AnthropicLLM
+
+    key = config.secrets.get("ANTHROPIC_API_KEY")
+    if key is None:
+        print("error: --confirm needs ANTHROPIC_API_KEY", file=sys.stderr)
+        return 2
+    s, llm = config.settings.analyzer, config.settings.llm
+    model = s.confirm_model or llm.model
+    confirmer = Confirmer(model=model, timeout_s=s.confirm_timeout_s)
+    async with AnthropicLLM(
+        api_key=key, model=model, base_url=llm.base_url, timeout_s=llm.timeout_s, max_retries=0
+    ) as adapter:
+        return await run_batch(
+            lines,
+            sys.stdout,
+            sys.stderr,
+            params=params,
+            window=s.recent_messages,
+            confirm=(confirmer, adapter.complete),
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -175,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", parents=[common], help="check config, vault and secrets")
     p.add_argument("--online", action="store_true", help="also call the model API")
     p.set_defaults(runner=cmd_doctor)
+    p = sub.add_parser(
+        "analyze", parents=[common], help="judge conversations in a JSONL file (context analyzer)"
+    )
+    p.add_argument("file", help='JSONL: one {"id", "messages": [...]} per line')
+    p.add_argument("--confirm", action="store_true", help="confirm topic shifts with the model")
+    p.set_defaults(runner=cmd_analyze, quiet=True)
     db = sub.add_parser("db", help="vault maintenance").add_subparsers(
         dest="db_command", required=True
     )

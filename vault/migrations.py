@@ -128,7 +128,22 @@ CORE = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (CORE,)
+ANALYZER = Migration(
+    "analyzer",
+    (
+        """CREATE TABLE analyzer_events (
+            id INTEGER PRIMARY KEY,
+            at_ms INTEGER NOT NULL,
+            chat INTEGER NOT NULL REFERENCES chats(id),
+            session INTEGER NOT NULL REFERENCES sessions(id),
+            event TEXT NOT NULL CHECK (event IN ('shown', 'followed')),
+            command TEXT NOT NULL CHECK (command IN ('clear', 'compact'))
+        ) STRICT""",
+        "CREATE INDEX analyzer_events_time ON analyzer_events(at_ms)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (CORE, ANALYZER)
 
 
 async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
