@@ -110,7 +110,7 @@ class ContextWatch:
         if turn.command is None or turn.recorded is None:
             return
         session = turn.recorded.session_pk
-        state = WatchState.from_json(await self.store.load(session))
+        state = WatchState.from_json(self.store.parse(session, turn.recorded.analyzer_state))
         state.messages += 1
         name = turn.command[0]
         event = None
@@ -137,7 +137,7 @@ class ContextWatch:
         if recorded is None or scope is None:
             return None
         session = recorded.session_pk
-        state = WatchState.from_json(await self.store.load(session))
+        state = WatchState.from_json(self.store.parse(session, recorded.analyzer_state))
         analysis = analyze(scope.text, state.recent, self.params)
         suggestion = analysis.suggestion
         if suggestion is not None and cooling_down(state, turn.now_ms, self.settings):

@@ -195,10 +195,10 @@ async def test_analyzer_failure_never_costs_the_reply(
 ) -> None:
     await harness.say_all(ON_TOPIC)
 
-    async def broken(session: int) -> dict[str, object]:
+    async def broken(*args: object, **kwargs: object) -> None:
         raise VaultError("disk on fire")
 
-    monkeypatch.setattr(harness.app.analyzer_store, "load", broken)
+    monkeypatch.setattr(harness.app.analyzer_store, "save", broken)
     assert await harness.say(SHIFT) == "ok"
 
 

@@ -55,6 +55,11 @@ class AnalyzerStore:
         raw = await self.vault.scalar(
             "SELECT analyzer_state FROM sessions WHERE id = ?", (session,)
         )
+        return self.parse(session, raw)
+
+    @staticmethod
+    def parse(session: int, raw: str | None) -> dict[str, Any]:
+        """State from its stored JSON (the record step already read it with the session)."""
         try:
             data = json.loads(raw) if raw else {}
         except ValueError:
@@ -65,11 +70,13 @@ class AnalyzerStore:
     async def save(
         self, session: int, state: dict[str, Any], *, now_ms: int, event: Event | None = None
     ) -> None:
+        update = "UPDATE sessions SET analyzer_state = ? WHERE id = ?"
+        params = (json.dumps(state, ensure_ascii=False, separators=(",", ":")), session)
+        if event is None:
+            await self.vault.write(update, params)  # one statement: no BEGIN/COMMIT hops
+            return
         async with self.vault.transaction() as tx:
-            await tx.execute(
-                "UPDATE sessions SET analyzer_state = ? WHERE id = ?",
-                (json.dumps(state, ensure_ascii=False, separators=(",", ":")), session),
-            )
+            await tx.execute(update, params)
             if event is not None:
                 await tx.execute(
                     """INSERT INTO analyzer_events (at_ms, chat, session, event, command)

@@ -32,6 +32,7 @@ class Recorded:
     settings: dict[str, Any]
     summary: str | None
     session_started_ms: int
+    analyzer_state: str = "{}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +86,7 @@ async def open_session(tx: Tx, chat: int, now_ms: int) -> Any:
     return await tx.fetchone(
         """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
            ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat
-           RETURNING id, summary, started_ms""",
+           RETURNING id, summary, started_ms, analyzer_state""",
         (chat, now_ms),
     )
 
@@ -158,6 +159,7 @@ class Conversations:
             settings=json.loads(user["settings"]),
             summary=session["summary"],
             session_started_ms=session["started_ms"],
+            analyzer_state=session["analyzer_state"],
         )
 
     async def record_reply(
