@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.messages import ChatRef, Outbound, OutboundKind
-from vault.db import Tx, Vault
+from vault.db import Row, Tx, Vault
 
 TERMINAL = ("sent", "failed", "uncertain")
 
@@ -34,23 +34,19 @@ _COLUMNS = (
 )
 
 
-def _row(row: Sequence[object], *, created: bool = True) -> OutboxRow:
-    (id_, key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts) = row
+def _row(row: Row, *, created: bool = True) -> OutboxRow:
+    thread = row["thread_id"]
     return OutboxRow(
-        id=int(str(id_)),
+        id=row["id"],
         outbound=Outbound(
-            chat=ChatRef(
-                channel=str(channel),
-                chat_id=str(chat_id),
-                thread_id=str(thread_id) if thread_id else None,
-            ),
-            text=str(text),
-            idempotency_key=str(key),
-            reply_to=str(reply_to) if reply_to else None,
-            kind=OutboundKind(str(kind)),
+            chat=ChatRef(channel=row["channel"], chat_id=row["chat_id"], thread_id=thread or None),
+            text=row["text"],
+            idempotency_key=row["idempotency_key"],
+            reply_to=row["reply_to"] or None,
+            kind=OutboundKind(row["kind"]),
         ),
-        status=str(status),
-        attempts=int(str(attempts)),
+        status=row["status"],
+        attempts=row["attempts"],
         created=created,
     )
 
