@@ -18,6 +18,7 @@ from gateway.clock import SystemClock
 from gateway.context import ContextPipeline, ContextTrace, TraceStore
 from gateway.errors import ModelError, ModelNotConfigured
 from gateway.llm import LLMMessage, LLMRequest, LLMResponse
+from gateway.metrics import Metrics
 from gateway.ports import LLM, Clock
 from gateway.scope import Scope
 from gateway.tools import ToolRegistry
@@ -60,7 +61,9 @@ class Agent:
         max_tokens: int,
         max_rounds: int,
         clock: Clock | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or Metrics()
         self.llm = llm
         self.model = model
         self.pipeline = pipeline
@@ -83,7 +86,13 @@ class Agent:
             ok = True
             return response
         finally:
-            latency = int((time.perf_counter() - started) * 1000)
+            seconds = time.perf_counter() - started
+            latency = int(seconds * 1000)
+            self.metrics.model_calls.inc(request.purpose, "ok" if ok else "error")
+            self.metrics.model_latency.observe(seconds, request.purpose)
+            if response is not None:
+                self.metrics.model_tokens.observe(response.input_tokens, "input")
+                self.metrics.model_tokens.observe(response.output_tokens, "output")
             await self.usage.record(
                 Call(
                     chat_key=chat_key,

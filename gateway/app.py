@@ -30,6 +30,7 @@ from gateway.delivery import Delivery
 from gateway.errors import FatalChannelError
 from gateway.memory_tools import memory_tools
 from gateway.messages import ChatRef
+from gateway.metrics import Metrics
 from gateway.ports import LLM, Channel, Clock
 from gateway.providers import (
     CurrentMessageProvider,
@@ -130,6 +131,7 @@ class App:
         self.outbox = Outbox(self.vault)
         self.inbound_log = InboundLog(self.vault)
         self.usage = UsageLog(self.vault)
+        self.metrics = Metrics()
         self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         self.llm = await self._build_llm()
         self.traces = TraceStore()
@@ -156,6 +158,7 @@ class App:
             max_tokens=s.llm.max_tokens,
             max_rounds=s.llm.max_tool_rounds,
             clock=self.clock,
+            metrics=self.metrics,
         )
         self.commands = CommandRegistry()
         self.commands.register(
@@ -180,6 +183,7 @@ class App:
             backoff_base_s=s.delivery.backoff_base_s,
             backoff_max_s=s.delivery.backoff_max_s,
             on_unreachable=self._mark_unreachable,
+            metrics=self.metrics,
         )
         self.replier = Replier(
             delivery=self.delivery,
@@ -206,6 +210,7 @@ class App:
             clock=self.clock,
             max_concurrency=s.router.max_concurrency,
             drain_timeout_s=s.router.drain_timeout_s,
+            metrics=self.metrics,
         )
         await self.delivery.recover()
 

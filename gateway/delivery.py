@@ -21,6 +21,7 @@ from gateway.errors import (
     DeliveryUncertain,
 )
 from gateway.messages import ChatRef, Outbound
+from gateway.metrics import Metrics
 from gateway.ports import Channel, Clock
 from vault.outbox import Outbox, OutboxRow
 
@@ -49,7 +50,9 @@ class Delivery:
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         on_unreachable: Callable[[ChatRef], Awaitable[None]] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or Metrics()
         self.outbox = outbox
         self.channels = channels
         self.clock = clock
@@ -83,6 +86,12 @@ class Delivery:
             await self.deliver_pending(row.id, row.outbound)
 
     async def _attempts(self, row: OutboxRow) -> DeliveryResult:
+        result = await self._attempt_until_settled(row)
+        out = row.outbound
+        self.metrics.outbound.inc(out.chat.channel, out.kind.value, result.status)
+        return result
+
+    async def _attempt_until_settled(self, row: OutboxRow) -> DeliveryResult:
         out = row.outbound
         channel = self.channels.get(out.chat.channel)
         if channel is None:
@@ -123,6 +132,7 @@ class Delivery:
             except Exception as exc:
                 # A bug or an unmapped SDK error: we cannot tell whether it went out.
                 await self.outbox.mark_uncertain(row.id, f"unexpected {type(exc).__name__}")
+                self.metrics.outbound.inc(out.chat.channel, out.kind.value, "uncertain")
                 raise DeliveryUncertain(f"send failed unexpectedly: {type(exc).__name__}") from exc
             await self.outbox.mark_sent(row.id, receipt.platform_message_ids, self.clock.now_ms())
             return DeliveryResult("sent", row.id, receipt.platform_message_ids)

@@ -26,6 +26,7 @@ from typing import Self
 
 from gateway.errors import ModelNotConfigured, ModelUnavailable, UserInputError
 from gateway.messages import Inbound, OutboundKind
+from gateway.metrics import Metrics
 from gateway.ports import Clock
 from gateway.replies import Replier
 from gateway.scope import Scope
@@ -112,8 +113,10 @@ class Router:
         clock: Clock,
         max_concurrency: int = 32,
         drain_timeout_s: float = 10.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self._chain = build_chain(steps)
+        self._metrics = metrics or Metrics()
         self._replier = replier
         self._clock = clock
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -147,6 +150,7 @@ class Router:
         return task
 
     async def handle(self, inbound: Inbound) -> None:
+        self._metrics.inbound.inc(inbound.chat.channel)
         async with self._locks.hold(inbound.chat.key), self._slots:
             await self._run_safely(Turn(inbound=inbound, now_ms=self._clock.now_ms()))
 
