@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from gateway.admin_commands import AdminCommands
 from gateway.agent import Agent
 from gateway.anthropic_llm import AnthropicLLM
 from gateway.auth import Authorizer
@@ -42,6 +43,7 @@ from gateway.providers import (
 )
 from gateway.replies import Replier
 from gateway.router import Router, Step
+from gateway.stats import Stats
 from gateway.steps import (
     TurnHook,
     agent_step,
@@ -54,6 +56,7 @@ from gateway.steps import (
 )
 from gateway.tools import ToolRegistry
 from vault.analyzer import AnalyzerStore
+from vault.audit import AuditLog
 from vault.conversations import Conversations
 from vault.db import Vault
 from vault.inbound import InboundLog
@@ -131,6 +134,8 @@ class App:
         self.outbox = Outbox(self.vault)
         self.inbound_log = InboundLog(self.vault)
         self.usage = UsageLog(self.vault)
+        # The counters stay readable (admin stats) while the analyzer is switched off.
+        self.analyzer_store = AnalyzerStore(self.vault)
         self.metrics = Metrics()
         self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         self.llm = await self._build_llm()
@@ -171,6 +176,17 @@ class App:
                 default_timezone=s.proactive.default_timezone,
             ).commands()
         )
+        self.audit = AuditLog(self.vault)
+        self.stats = Stats(vault=self.vault, usage=self.usage, analyzer=self.analyzer_store)
+        self.admin = AdminCommands(
+            vault=self.vault,
+            audit=self.audit,
+            stats=self.stats,
+            traces=self.traces,
+            clock=self.clock,
+        )
+        self.commands.register(self.admin.command())
+        self.commands.on_denied = self.admin.denied
         self.channel_map = {c.name: c for c in self.channels}
         for channel in self.channels:
             if hasattr(channel, "__aenter__"):
@@ -193,8 +209,6 @@ class App:
         )
         self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
         self.turn_hooks: list[TurnHook] = []
-        # The counters stay readable (admin stats) while the analyzer is switched off.
-        self.analyzer_store = AnalyzerStore(self.vault)
         self.analyzer: ContextWatch | None = None
         if s.analyzer.enabled:
             self.analyzer = ContextWatch(

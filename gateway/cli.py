@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,6 +209,46 @@ async def _analyze_confirmed(lines: list[str], config: Config, params: Params) -
         )
 
 
+def parse_since(text: str, now_ms: int) -> int:
+    """`24h`, `7d`, `30m` back from now, or an ISO date/time (UTC unless it has an offset)."""
+    units = {"m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    number, unit = text[:-1], text[-1:].lower()
+    if unit in units and number.isdigit():
+        return now_ms - int(number) * units[unit]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--since: expected 24h, 7d or a date like 2026-11-01, not {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+async def cmd_audit(args: argparse.Namespace, config: Config) -> int:
+    from gateway.admin_commands import when
+    from gateway.clock import SystemClock
+    from vault.audit import AuditLog
+    from vault.db import Vault
+    from vault.migrations import migrate
+
+    since = parse_since(args.since, SystemClock().now_ms())
+    async with Vault(config.settings.vault.path) as vault:
+        await migrate(vault)
+        entries = await AuditLog(vault).recent(since_ms=since, limit=args.limit)
+    for e in reversed(entries):
+        result = f" ({e.result})" if e.result else ""
+        print(f"{when(e.at_ms)}  {e.actor} via {e.via}: {e.action} {e.args} -> {e.outcome}{result}")
+    if not entries:
+        print("no admin actions in that period")
+    return 0
+
+
+class UsageError(IrisError):
+    """A bad command-line argument (exit code 2)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -233,6 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help='JSONL: one {"id", "messages": [...]} per line')
     p.add_argument("--confirm", action="store_true", help="confirm topic shifts with the model")
     p.set_defaults(runner=cmd_analyze, quiet=True)
+    p = sub.add_parser("audit", parents=[common], help="print the admin audit log")
+    p.add_argument(
+        "--since",
+        default="7d",
+        help="how far back: a duration like 24h or 7d, or a date like 2026-11-01",
+    )
+    p.add_argument("--limit", type=int, default=200)
+    p.set_defaults(runner=cmd_audit, quiet=True)
     db = sub.add_parser("db", help="vault maintenance").add_subparsers(
         dest="db_command", required=True
     )
@@ -256,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     runner: Runner = args.runner
     try:
         return asyncio.run(runner(args, config))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except FatalChannelError as exc:
         print(f"fatal: {exc}", file=sys.stderr)
         return 1

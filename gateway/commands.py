@@ -26,6 +26,7 @@ class CommandCall:
 
 
 Handler = Callable[[CommandCall], Awaitable[str]]
+DeniedHook = Callable[[CommandCall], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,8 @@ def parse_command(text: str) -> tuple[str, str] | None:
 class CommandRegistry:
     def __init__(self) -> None:
         self._commands: dict[str, Command] = {}
+        # Told about every refused admin-only command (the admin surface audits them).
+        self.on_denied: DeniedHook | None = None
 
     def register(self, *commands: Command) -> None:
         for command in commands:
@@ -82,5 +85,7 @@ class CommandRegistry:
                 + self.help_text(call.hint, is_admin=call.scope.is_admin)
             )
         if command.admin_only and not call.scope.is_admin:
+            if self.on_denied is not None:
+                await self.on_denied(call)
             raise NotAllowed(f"{call.hint(call.name)} is not allowed: it is for admins only.")
         return await command.handler(call)

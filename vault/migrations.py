@@ -143,7 +143,24 @@ ANALYZER = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (CORE, ANALYZER)
+AUDIT = Migration(
+    "audit",
+    (
+        """CREATE TABLE audit_log (
+            id INTEGER PRIMARY KEY,
+            at_ms INTEGER NOT NULL,
+            actor TEXT NOT NULL,
+            via TEXT NOT NULL,
+            action TEXT NOT NULL,
+            args TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(args)),
+            outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'refused', 'error')),
+            result TEXT NOT NULL DEFAULT ''
+        ) STRICT""",
+        "CREATE INDEX audit_log_time ON audit_log(at_ms)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (CORE, ANALYZER, AUDIT)
 
 
 async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:

@@ -1,0 +1,75 @@
+"""Usage figures for `/admin stats` and `GET /stats`: the last 24 hours and the last 30 days.
+
+Everything is derived from the vault (messages, model calls, analyzer events, and whatever
+extra sections other packages contribute — the proactive engine adds its outcomes and
+engagement), so the figures survive restarts and two readers always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from vault.analyzer import AnalyzerStore
+from vault.db import Vault
+from vault.usage import UsageLog
+
+DAY_MS = 86_400_000
+WINDOWS = {"24h": DAY_MS, "30d": 30 * DAY_MS}
+
+# A contributed section: since_ms -> JSON-able figures.
+Section = Callable[[int], Awaitable[dict[str, Any]]]
+
+
+class Stats:
+    def __init__(self, *, vault: Vault, usage: UsageLog, analyzer: AnalyzerStore) -> None:
+        self.vault = vault
+        self.usage = usage
+        self.analyzer = analyzer
+        self.sections: dict[str, Section] = {}
+
+    async def collect(self, now_ms: int) -> dict[str, Any]:
+        return {label: await self._window(now_ms - span) for label, span in WINDOWS.items()}
+
+    async def _window(self, since_ms: int) -> dict[str, Any]:
+        rows = await self.vault.fetchall(
+            """SELECT c.channel, m.role, count(*) FROM messages m JOIN chats c ON c.id = m.chat
+               WHERE m.at_ms >= ? GROUP BY c.channel, m.role""",
+            (since_ms,),
+        )
+        messages: dict[str, dict[str, int]] = {}
+        for channel, role, count in rows:
+            messages.setdefault(channel, {"in": 0, "out": 0})["in" if role == "user" else "out"] = (
+                count
+            )
+        calls, tokens_in, tokens_out = await self.usage.totals(since_ms)
+        suggestions = await self.analyzer.counts(since_ms)
+        window: dict[str, Any] = {
+            "messages": messages,
+            "model": {"calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out},
+            "analyzer": {"shown": suggestions.shown, "followed": suggestions.followed},
+        }
+        for name, section in self.sections.items():
+            window[name] = await section(since_ms)
+        return window
+
+
+def render(figures: dict[str, Any]) -> str:
+    """Plain text for chat (markdown-light, so every channel can format it)."""
+    lines: list[str] = []
+    for label, window in figures.items():
+        lines.append(f"*Last {label}*")
+        for key, value in window.items():
+            lines.append(f"{key}: {_flat(value)}")
+        lines.append("")
+    return "\n".join(lines).strip()
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return ", ".join(f"{k} {_flat(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.0%}" if 0 <= value <= 1 else f"{value:.2f}"
+    return str(value)
