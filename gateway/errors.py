@@ -5,7 +5,9 @@
     ├── VaultError                  the SQLite vault failed or is in an unusable state
     ├── UserInputError              a person typed something we can't use; `user_message` is safe
     │   ├── UnknownCommand
-    │   └── NotAllowed
+    │   ├── NotAllowed
+    │   ├── NotFound                an id that names nothing (HTTP 404)
+    │   └── WrongState              an action the item's state forbids (HTTP 409)
     ├── ModelError                  the language model could not answer
     │   ├── ModelNotConfigured      no API key
     │   ├── ModelUnavailable        transient: rate limit, overload, timeout, connection
@@ -52,6 +54,14 @@ class UnknownCommand(UserInputError):
 
 
 class NotAllowed(UserInputError):
+    pass
+
+
+class NotFound(UserInputError):
+    pass
+
+
+class WrongState(UserInputError):
     pass
 
 
