@@ -55,6 +55,7 @@ from gateway.steps import (
     record_step,
 )
 from gateway.tools import ToolRegistry
+from gateway.vault_metrics import register_vault_metrics
 from vault.analyzer import AnalyzerStore
 from vault.audit import AuditLog
 from vault.conversations import Conversations
@@ -137,6 +138,7 @@ class App:
         # The counters stay readable (admin stats) while the analyzer is switched off.
         self.analyzer_store = AnalyzerStore(self.vault)
         self.metrics = Metrics()
+        register_vault_metrics(self.metrics, self.vault, self.outbox)
         self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         self.llm = await self._build_llm()
         self.traces = TraceStore()

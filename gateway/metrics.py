@@ -84,13 +84,17 @@ class Histogram:
 
 @dataclass
 class Gauge:
+    """A value read when scraped. `kind="counter"` for totals kept in the vault (append-only
+    tables only ever grow, so they are counters even though they are read, not incremented)."""
+
     name: str
     help: str
     label_names: tuple[str, ...]
     read: GaugeReader
+    kind: str = "gauge"
 
     async def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         for labels, value in sorted((await self.read()).items()):
             lines.append(f"{self.name}{_labels(self.label_names, labels)} {_number(value)}")
         return lines
@@ -131,8 +135,16 @@ class Metrics:
     ) -> Histogram:
         return self._histograms.setdefault(name, Histogram(name, help, buckets, labels))
 
-    def gauge(self, name: str, help: str, labels: tuple[str, ...], read: GaugeReader) -> None:
-        self._gauges[name] = Gauge(name, help, labels, read)
+    def gauge(
+        self,
+        name: str,
+        help: str,
+        labels: tuple[str, ...],
+        read: GaugeReader,
+        *,
+        kind: str = "gauge",
+    ) -> None:
+        self._gauges[name] = Gauge(name, help, labels, read, kind)
 
     async def render(self) -> str:
         lines: list[str] = []

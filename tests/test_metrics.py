@@ -47,3 +47,12 @@ async def test_turns_feed_the_counters(app: App, llm: FakeLLM, channel: MemoryCh
     )
     assert value(samples, "iris_model_calls_total", purpose="chat", outcome="ok") == 1
     check_histograms(types, samples)
+
+
+async def test_vault_backed_metrics(app: App, channel: MemoryChannel) -> None:
+    await app.router.submit(inbound("hello"))
+    types, samples = parse(await app.metrics.render())
+    assert value(samples, "iris_outbox_messages", status="sent") == 1
+    assert value(samples, "iris_outbox_messages", status="uncertain") == 0
+    assert value(samples, "iris_vault_bytes") > 0
+    assert types["iris_analyzer_suggestions_total"] == "counter"
