@@ -26,9 +26,11 @@ from gateway.config import Config
 from gateway.context import ContextPipeline, TraceStore
 from gateway.core_commands import CoreCommands
 from gateway.delivery import Delivery
-from gateway.errors import FatalChannelError
+from gateway.errors import ConfigError, FatalChannelError
+from gateway.http import HttpServer, health_route
 from gateway.memory_tools import memory_tools
-from gateway.ports import LLM, Channel, Clock
+from gateway.messages import ChannelHealth, CommandInfo
+from gateway.ports import LLM, Channel, Clock, ReportsHealth, ServesRoutes, TakesCommands
 from gateway.providers import (
     CurrentMessageProvider,
     HistoryProvider,
@@ -75,19 +77,51 @@ def channel_statuses(config: Config) -> list[ChannelStatus]:
     return [
         ChannelStatus(
             "telegram",
-            False,
-            "not enabled ([telegram] enabled = false)"
-            if not s.telegram.enabled
-            else "the Telegram adapter is not part of this build yet",
+            s.telegram.enabled,
+            f"{s.telegram.mode} mode"
+            if s.telegram.enabled
+            else "not enabled ([telegram] enabled = false)",
         ),
         ChannelStatus(
             "slack",
-            False,
-            "not enabled ([slack] enabled = false)"
-            if not s.slack.enabled
-            else "the Slack adapter is not part of this build yet",
+            s.slack.enabled,
+            f"{s.slack.mode} mode" if s.slack.enabled else "not enabled ([slack] enabled = false)",
         ),
     ]
+
+
+def build_channels(config: Config) -> list[Channel]:
+    """The enabled platform channels. Raises FatalChannelError for unusable credentials."""
+    s, secrets = config.settings, config.secrets
+    channels: list[Channel] = []
+    # Imported here so `iris chat` and `iris doctor` never load the platform SDKs.
+    if s.telegram.enabled:
+        from channels.telegram import TelegramChannel
+
+        channels.append(
+            TelegramChannel(
+                token=secrets.get("TELEGRAM_BOT_TOKEN") or "",
+                base_url=s.telegram.base_url,
+                mode=s.telegram.mode,
+                webhook_url=s.telegram.webhook_url,
+                webhook_path=s.telegram.webhook_path,
+                webhook_secret=secrets.get("TELEGRAM_WEBHOOK_SECRET"),
+            )
+        )
+    if s.slack.enabled:
+        from channels.slack import SlackChannel
+
+        channels.append(
+            SlackChannel(
+                bot_token=secrets.get("SLACK_BOT_TOKEN") or "",
+                mode=s.slack.mode,
+                app_token=secrets.get("SLACK_APP_TOKEN"),
+                signing_secret=secrets.get("SLACK_SIGNING_SECRET"),
+                api_url=s.slack.api_url,
+                command=s.slack.command,
+            )
+        )
+    return channels
 
 
 @dataclass
@@ -164,7 +198,10 @@ class App:
             ).commands()
         )
         self.channel_map = {c.name: c for c in self.channels}
+        menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
         for channel in self.channels:
+            if isinstance(channel, TakesCommands):
+                channel.use_commands(menu)
             if hasattr(channel, "__aenter__"):
                 await self._stack.enter_async_context(channel)  # type: ignore[arg-type]
         self.delivery = Delivery(
@@ -192,6 +229,24 @@ class App:
             drain_timeout_s=s.router.drain_timeout_s,
         )
         await self.delivery.recover()
+        self.http = await self._start_http()
+
+    async def _start_http(self) -> HttpServer | None:
+        """The HTTP server starts last, once the router can take what its routes receive."""
+        s = self.config.settings
+        routes = [r for c in self.channels if isinstance(c, ServesRoutes) for r in c.routes()]
+        if not s.http.enabled:
+            if routes:
+                raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
+            return None
+        server = HttpServer(host=s.http.host, port=s.http.port)
+        for route in routes:
+            server.add_route(route)
+        server.add_route(health_route(self.channel_health))
+        return await self._stack.enter_async_context(server)
+
+    def channel_health(self) -> list[ChannelHealth]:
+        return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
 
     def _steps(self) -> list[Step]:
         s = self.config.settings

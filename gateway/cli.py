@@ -40,7 +40,7 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
 
 
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:
-    from gateway.app import App, channel_statuses
+    from gateway.app import App, build_channels, channel_statuses
 
     statuses = channel_statuses(config)
     for status in statuses:
@@ -50,8 +50,10 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
         log.warning("no channel is running; serving until SIGINT/SIGTERM (try `iris chat`)")
     stop = asyncio.Event()
     _install_stop_signals(stop)
-    async with App(config=config, channels=[]) as app:
+    async with App(config=config, channels=build_channels(config)) as app:
         log.info("iris is running (vault %s)", config.settings.vault.path)
+        if app.http is not None:
+            log.info("HTTP server on %s:%d", config.settings.http.host, app.http.port)
         await app.serve(stop)
     log.info("iris stopped")
     return 0

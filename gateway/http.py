@@ -17,6 +17,7 @@ from typing import Self
 
 from aiohttp import web
 
+from gateway.errors import ConfigError
 from gateway.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.ports import WebHandler, WebRoute
 
@@ -60,7 +61,9 @@ class HttpServer:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
-            raise OSError(f"cannot listen on {self._host}:{self._port}: {exc.strerror}") from exc
+            raise ConfigError(
+                [f"http: cannot listen on {self._host}:{self._port} ({exc.strerror})"]
+            ) from exc
         self._runner = runner
         addresses = runner.addresses
         self._bound_port = int(addresses[0][1]) if addresses else self._port

@@ -96,6 +96,7 @@ class FakeBotAPI:
         self.sent: list[dict[str, str]] = []
         self.attempts: list[dict[str, str]] = []
         self.calls: list[str] = []
+        self.polls = 0
         self.me_response: httpx.Response | None = None
         self.updates_response: httpx.Response | None = None
         self._changed = asyncio.Condition()
@@ -145,7 +146,14 @@ class FakeBotAPI:
             return ok(True)
         return error(404, "Not Found")
 
+    async def wait_polls(self, count: int) -> None:
+        """Until `count` getUpdates calls arrived: the batches before the last are handed over."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self.polls >= count), 5)
+
     async def _get_updates(self) -> httpx.Response:
+        self.polls += 1
+        await self._notify()
         if self.updates_response is not None:
             return self.updates_response
         async with self._changed:

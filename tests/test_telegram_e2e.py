@@ -1,0 +1,121 @@
+"""Telegram end to end: update in through the faked Bot API -> App (router, auth, FakeLLM) ->
+reply out through the real adapter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import respx
+
+from channels.telegram import TelegramChannel
+from gateway.app import App
+from gateway.clock import ManualClock
+from tests.conftest import make_config
+from tests.fakes import FakeLLM
+from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, mention, message_update
+
+ALLOWED = 42
+STRANGER = 99
+GROUP = -100500
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, FakeBotAPI]]:
+    """The app running with a polling Telegram channel; leaving drains every turn."""
+    config = make_config(tmp_path, auth={"allow": [f"telegram:{ALLOWED}"]})
+    with respx.mock(assert_all_called=False) as router:
+        api = FakeBotAPI(router)
+        channel = TelegramChannel(token=TOKEN, base_url=BASE)
+        async with App(
+            config=config,
+            channels=[channel],
+            llm_override=llm,
+            use_llm_override=True,
+            clock=ManualClock(),
+        ) as app:
+            stop = asyncio.Event()
+            task = asyncio.create_task(app.serve(stop))
+            try:
+                await asyncio.wait_for(channel.started.wait(), 5)
+                yield app, api
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+
+
+async def test_dm_gets_a_formatted_model_reply(tmp_path: Path) -> None:
+    llm = FakeLLM().enqueue_text("**Hello** Ada <3")
+    async with serving(tmp_path, llm) as (_, api):
+        api.queue_updates(message_update("hi there", user_id=ALLOWED))
+        (reply,) = await api.wait_sent(1)
+    assert reply["chat_id"] == str(ALLOWED)
+    assert reply["text"] == "<b>Hello</b> Ada &lt;3"
+    assert "hi there" in str(llm.requests[0].messages)
+    assert "setMyCommands" in api.calls
+    assert "sendChatAction" in api.calls
+
+
+async def test_redelivered_update_is_answered_once(tmp_path: Path) -> None:
+    llm = FakeLLM()
+    update = message_update("once", user_id=ALLOWED)
+    async with serving(tmp_path, llm) as (_, api):
+        api.queue_updates(update)
+        await api.wait_sent(1)
+        polls = api.polls
+        api.queue_updates(update)  # e.g. after a crash before the offset was confirmed
+        await api.wait_polls(polls + 1)
+    assert len(api.sent) == 1
+    assert len(llm.requests) == 1
+
+
+async def test_stranger_in_dm_gets_one_notice_and_no_model_reply(tmp_path: Path) -> None:
+    llm = FakeLLM()
+    async with serving(tmp_path, llm) as (_, api):
+        api.queue_updates(
+            message_update("let me in", user_id=STRANGER),
+            message_update("please", user_id=STRANGER),
+        )
+        (notice,) = await api.wait_sent(1)
+    assert f"telegram:{STRANGER}" in notice["text"]
+    assert len(api.sent) == 1  # the second message got silence: one notice a day
+    assert llm.requests == []
+
+
+async def test_groups_answer_only_allowed_users_who_address_the_bot(tmp_path: Path) -> None:
+    llm = FakeLLM().enqueue_text("answer")
+    text = "@iris_bot what time is it"
+    stranger = message_update(
+        text, user_id=STRANGER, chat_id=GROUP, chat_type="supergroup", entities=mention(text)
+    )
+    chatter = message_update(
+        "just chatting", user_id=ALLOWED, chat_id=GROUP, chat_type="supergroup"
+    )
+    asked = message_update(
+        text, user_id=ALLOWED, chat_id=GROUP, chat_type="supergroup", entities=mention(text)
+    )
+    async with serving(tmp_path, llm) as (_, api):
+        # One chat is handled in order, so the reply to `asked` proves the others are done.
+        api.queue_updates(stranger, chatter, asked)
+        (reply,) = await api.wait_sent(1)
+    assert reply["text"] == "answer"
+    assert str(asked["message"]["message_id"]) in reply["reply_parameters"]
+    assert len(api.sent) == 1
+    assert len(llm.requests) == 1
+    assert "what time is it" in str(llm.requests[0].messages)
+
+
+async def test_group_command_addressed_to_the_bot_runs(tmp_path: Path) -> None:
+    llm = FakeLLM()
+    text = "/clear@iris_bot"
+    entities = [{"type": "bot_command", "offset": 0, "length": len(text)}]
+    update = message_update(
+        text, user_id=ALLOWED, chat_id=GROUP, chat_type="group", entities=entities
+    )
+    async with serving(tmp_path, llm) as (_, api):
+        api.queue_updates(update)
+        (reply,) = await api.wait_sent(1)
+    assert reply["chat_id"] == str(GROUP)
+    assert llm.requests == []  # a command, not a model turn
