@@ -148,19 +148,18 @@ class TelegramChannel:
         return [WebRoute("POST", self._webhook_path, self._webhook)]
 
     def health(self) -> ChannelHealth:
-        connected = self._connected
+        connected, detail = self._connected, self._detail
         if connected and self._mode == "polling":
             # A poll returns at least every poll_timeout_s; much longer means it is stuck.
             stale_ms = (self._poll_timeout_s * 2 + 30) * 1000
-            last = self._last_ok_ms or 0
-            if self._now_ms() - last > stale_ms:
-                connected, self._detail = False, "polling stalled"
+            if self._now_ms() - (self._last_ok_ms or 0) > stale_ms:
+                connected, detail = False, "polling stalled"
         return ChannelHealth(
             channel=CHANNEL,
             connected=connected,
             last_inbound_ms=self._last_inbound_ms,
             last_ok_ms=self._last_ok_ms,
-            detail=self._detail,
+            detail=detail,
         )
 
     # --- receiving -----------------------------------------------------------------------

@@ -99,6 +99,7 @@ class FakeBotAPI:
         self.polls = 0
         self.me_response: httpx.Response | None = None
         self.updates_response: httpx.Response | None = None
+        self.updates_errors: deque[httpx.Response] = deque()  # answered once each, first
         self._changed = asyncio.Condition()
         self._ids = itertools.count(5000)
         prefix = f"{base}{token}/"
@@ -154,6 +155,8 @@ class FakeBotAPI:
     async def _get_updates(self) -> httpx.Response:
         self.polls += 1
         await self._notify()
+        if self.updates_errors:
+            return self.updates_errors.popleft()
         if self.updates_response is not None:
             return self.updates_response
         async with self._changed:

@@ -15,7 +15,7 @@ from gateway.app import App
 from gateway.clock import ManualClock
 from tests.conftest import make_config
 from tests.fakes import FakeLLM
-from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, mention, message_update
+from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, error, mention, message_update
 
 ALLOWED = 42
 STRANGER = 99
@@ -119,3 +119,62 @@ async def test_group_command_addressed_to_the_bot_runs(tmp_path: Path) -> None:
         (reply,) = await api.wait_sent(1)
     assert reply["chat_id"] == str(GROUP)
     assert llm.requests == []  # a command, not a model turn
+
+
+class SignallingClock(ManualClock):
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.set()
+        await super().sleep(seconds)
+
+
+async def test_failed_poll_is_restarted_by_the_supervisor_and_shown_in_health(
+    tmp_path: Path,
+) -> None:
+    config = make_config(tmp_path, auth={"allow": [f"telegram:{ALLOWED}"]})
+    clock = SignallingClock()
+    with respx.mock(assert_all_called=False) as router:
+        api = FakeBotAPI(router)
+        api.updates_errors.append(error(502, "Bad Gateway"))
+        channel = TelegramChannel(token=TOKEN, base_url=BASE)
+        async with App(
+            config=config,
+            channels=[channel],
+            llm_override=FakeLLM(),
+            use_llm_override=True,
+            clock=clock,
+        ) as app:
+            stop = asyncio.Event()
+            task = asyncio.create_task(app.serve(stop))
+            await asyncio.wait_for(clock.slept.wait(), 5)  # the supervisor's backoff
+            health = channel.health()
+            assert not health.connected
+            assert "NetworkError" in health.detail
+            clock.advance(1)
+            api.queue_updates(message_update("after the outage", user_id=ALLOWED))
+            await api.wait_sent(1)
+            assert channel.health().connected
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    assert api.calls.count("getMe") == 1  # the restart reuses the checked identity
+
+
+async def test_stalled_polling_shows_in_health() -> None:
+    now = [1_000_000]
+    channel = TelegramChannel(token=TOKEN, base_url=BASE, now_ms=lambda: now[0])
+    with respx.mock(assert_all_called=False) as router:
+        api = FakeBotAPI(router)
+        task = asyncio.create_task(channel.run(lambda inbound: asyncio.sleep(0)))
+        await asyncio.wait_for(channel.started.wait(), 5)
+        await api.wait_polls(1)
+        assert channel.health().connected
+        now[0] += 10 * 60 * 1000  # no poll came back for ten minutes
+        health = channel.health()
+        assert not health.connected
+        assert health.detail == "polling stalled"
+        task.cancel()
+        await asyncio.wait([task])
+    await channel.__aexit__(None, None, None)
