@@ -69,9 +69,12 @@ def test_message_and_mention_of_one_post_share_a_dedupe_key() -> None:
     message = {**mention, "type": "message", "channel_type": "channel"}
     a = event_to_inbound(envelope(mention, "EvA"), ME)
     b = event_to_inbound(envelope(message, "EvB"), ME)
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     assert set(a.dedupe_keys) & set(b.dedupe_keys) == {"slack:ts:C1:5.1"}
-    assert a.chat == b.chat and a.mentioned and b.mentioned
+    assert a.chat == b.chat
+    assert a.mentioned
+    assert b.mentioned
 
 
 def test_channel_chatter_is_not_addressed() -> None:
