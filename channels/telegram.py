@@ -275,7 +275,7 @@ class TelegramChannel:
             return WebResponse(status=503, body="not ready")  # Telegram retries later
         try:
             update = Update.de_json(json.loads(request.body), self._bot)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, AttributeError):
             return WebResponse(status=400, body="bad update")
         self._last_ok_ms = self._now_ms()
         self._accept(update, me, handler)

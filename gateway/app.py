@@ -281,7 +281,23 @@ class App:
         await self.conversations.mark_unreachable(chat, self.clock.now_ms())
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run channels and background services until `stop` is set, then shut down in order."""
+        """Run channels and background services until `stop` is set, then shut down in order.
+
+        A channel's FatalChannelError leaves the task group as itself (not wrapped in an
+        ExceptionGroup), so the CLI can print its one clear line.
+        """
+        try:
+            await self._serve(stop)
+        except ExceptionGroup as group:
+            fatal, _ = group.split(FatalChannelError)
+            if fatal is None:
+                raise
+            first = fatal.exceptions[0]
+            while isinstance(first, ExceptionGroup):
+                first = first.exceptions[0]
+            raise first from group
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tg:
             intake = [
                 tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels

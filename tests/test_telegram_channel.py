@@ -190,6 +190,7 @@ async def test_webhook_checks_the_secret_and_dispatches(api: FakeBotAPI) -> None
             assert (await route.handler(webhook_request(body, None))).status == 401
             assert inbox.items == []
             assert (await route.handler(webhook_request(b"{not json", "s3cret"))).status == 400
+            assert (await route.handler(webhook_request(b"[1, 2]", "s3cret"))).status == 400
             assert (await route.handler(webhook_request(body, "s3cret"))).status == 200
             assert [i.text for i in await inbox.wait(1)] == ["via hook"]
         finally:

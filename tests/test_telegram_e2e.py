@@ -178,3 +178,14 @@ async def test_stalled_polling_shows_in_health() -> None:
         task.cancel()
         await asyncio.wait([task])
     await channel.__aexit__(None, None, None)
+
+
+async def test_message_without_text_gets_a_clear_request_for_text(tmp_path: Path) -> None:
+    llm = FakeLLM()
+    sticker = message_update("unused", user_id=ALLOWED)
+    del sticker["message"]["text"]
+    async with serving(tmp_path, llm) as (_, api):
+        api.queue_updates(sticker)
+        (reply,) = await api.wait_sent(1)
+    assert "empty message" in reply["text"]
+    assert llm.requests == []
