@@ -37,6 +37,8 @@ class FakeSlackAPI:
         self.post_error: str | None = None
         self.changed = asyncio.Condition()
         self.url = ""
+        self.acks: list[dict[str, Any]] = []
+        self.sockets: list[web.WebSocketResponse] = []
 
     def rate_limit(self, times: int, retry_after: str = "0") -> None:
         self.rate_limited, self.retry_after = times, retry_after
@@ -81,7 +83,33 @@ class FakeSlackAPI:
             self.posts.append(payload)
             ts = f"1767225700.{len(self.posts):06d}"
             return web.json_response({"ok": True, "channel": payload.get("channel"), "ts": ts})
+        if method == "apps.connections.open":
+            return web.json_response({"ok": True, "url": self.url.replace("http", "ws") + "/ws"})
         return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
+
+    async def socket(self, request: web.Request) -> web.WebSocketResponse:
+        """Socket Mode: say hello, then record every envelope ack the client sends."""
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        await ws.send_json({"type": "hello", "num_connections": 1})
+        async with self.changed:
+            self.changed.notify_all()
+        async for message in ws:
+            self.acks.append(json.loads(message.data))
+            async with self.changed:
+                self.changed.notify_all()
+        return ws
+
+    async def push_event(self, envelope_id: str, body: str) -> None:
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": 0,
+            "payload": json.loads(body),
+        }
+        await self.sockets[-1].send_json(envelope)
 
     async def respond(self, request: web.Request) -> web.Response:
         self.responses.append(json.loads(await request.read()))
@@ -96,6 +124,7 @@ async def running_fake_slack() -> AsyncIterator[FakeSlackAPI]:
     app = web.Application()
     app.router.add_post("/api/{method}", fake.handle)
     app.router.add_post("/respond/{id}", fake.respond)
+    app.router.add_get("/ws", fake.socket)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -105,6 +134,8 @@ async def running_fake_slack() -> AsyncIterator[FakeSlackAPI]:
     try:
         yield fake
     finally:
+        for ws in fake.sockets:
+            await ws.close()
         await runner.cleanup()
 
 

@@ -225,3 +225,26 @@ def test_missing_or_wrong_tokens_are_fatal_at_construction(
 ) -> None:
     with pytest.raises(FatalChannelError, match=needle):
         SlackChannel(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_socket_mode_receives_acks_and_reports_health(fake: FakeSlackAPI) -> None:
+    inbox = Inbox()
+    channel = SlackChannel(
+        bot_token=BOT_TOKEN, mode="socket", app_token="xapp-test", api_url=f"{fake.url}/api/"
+    )
+    assert channel.routes() == []
+    async with channel:
+        task = asyncio.create_task(channel.run(inbox))
+        try:
+            await asyncio.wait_for(channel.started.wait(), 5)
+            await fake.wait_for(lambda: fake.sockets)
+            await fake.push_event("env-1", event_body(dm_event("over the socket")))
+            (item,) = await inbox.wait(1)
+            await fake.wait_for(lambda: fake.acks)
+            assert item.text == "over the socket"
+            assert fake.acks[0]["envelope_id"] == "env-1"
+            assert channel.health().connected
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
+    assert not channel.health().connected
