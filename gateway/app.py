@@ -26,7 +26,7 @@ from gateway.config import Config
 from gateway.context import ContextPipeline, TraceStore
 from gateway.core_commands import CoreCommands
 from gateway.delivery import Delivery
-from gateway.errors import ConfigError, FatalChannelError
+from gateway.errors import ChannelUnavailable, ConfigError, FatalChannelError
 from gateway.http import HttpServer, health_route
 from gateway.memory_tools import memory_tools
 from gateway.messages import ChannelHealth, CommandInfo
@@ -316,13 +316,22 @@ class App:
     async def _supervise(self, channel: Channel) -> None:
         """Restart a channel after transient errors with capped backoff; fatal errors stop Iris."""
         delay = 1.0
+        trace: Exception | None
         while True:
+            started_ms = self.clock.now_ms()
             try:
                 await channel.run(self.router.submit)
                 return
             except FatalChannelError:
                 raise
-            except Exception:
-                log.exception("channel %s failed; restarting in %.0f s", channel.name, delay)
+            except ChannelUnavailable as exc:  # expected (network, outage): no traceback
+                problem, trace = str(exc), None
+            except Exception as exc:
+                problem, trace = f"failed ({type(exc).__name__})", exc
+            if self.clock.now_ms() - started_ms > CHANNEL_BACKOFF_MAX_S * 1000:
+                delay = 1.0  # it ran fine for a while: a new outage, not the same one
+            log.warning(
+                "channel %s: %s; restarting in %.0f s", channel.name, problem, delay, exc_info=trace
+            )
             await self.clock.sleep(delay)
             delay = min(delay * 2, CHANNEL_BACKOFF_MAX_S)
