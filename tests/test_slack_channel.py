@@ -248,3 +248,16 @@ async def test_socket_mode_receives_acks_and_reports_health(fake: FakeSlackAPI) 
             task.cancel()
             await asyncio.wait([task])
     assert not channel.health().connected
+
+
+async def test_events_before_the_channel_runs_are_not_acked_so_slack_redelivers(
+    fake: FakeSlackAPI,
+) -> None:
+    channel = make_channel(fake)
+    body = event_body(dm_event("too early"))
+    response = await post(channel, body, signed_headers(body, content_type=JSON))
+    assert response.status >= 500
+    command = command_body("clear", response_url=f"{fake.url}/respond/1")
+    response = await post(channel, command, signed_headers(command, content_type=FORM))
+    assert response.status == 200
+    assert "starting up" in response.body

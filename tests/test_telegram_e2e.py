@@ -4,10 +4,12 @@ reply out through the real adapter."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import aiohttp
 import respx
 
 from channels.telegram import TelegramChannel
@@ -189,3 +191,47 @@ async def test_message_without_text_gets_a_clear_request_for_text(tmp_path: Path
         (reply,) = await api.wait_sent(1)
     assert "empty message" in reply["text"]
     assert llm.requests == []
+
+
+async def test_webhook_mode_through_the_http_server(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path, auth={"allow": [f"telegram:{ALLOWED}"]}, http={"enabled": True, "port": 0}
+    )
+    llm = FakeLLM().enqueue_text("hooked")
+    with respx.mock(assert_all_called=False) as router:
+        api = FakeBotAPI(router)
+        channel = TelegramChannel(
+            token=TOKEN,
+            base_url=BASE,
+            mode="webhook",
+            webhook_url="https://iris.example/telegram/webhook",
+            webhook_secret="s3cret",
+        )
+        async with App(
+            config=config,
+            channels=[channel],
+            llm_override=llm,
+            use_llm_override=True,
+            clock=ManualClock(),
+        ) as app:
+            stop = asyncio.Event()
+            task = asyncio.create_task(app.serve(stop))
+            await asyncio.wait_for(channel.started.wait(), 5)
+            assert app.http is not None
+            url = f"http://127.0.0.1:{app.http.port}/telegram/webhook"
+            body = json.dumps(message_update("via webhook", user_id=ALLOWED))
+            async with aiohttp.ClientSession() as session:
+                headers = {
+                    "X-Telegram-Bot-Api-Secret-Token": "s3cret",
+                    "Content-Type": "application/json",
+                }
+                async with session.post(url, data=body, headers=headers) as response:
+                    assert response.status == 200
+                (reply,) = await api.wait_sent(1)
+                async with session.get(f"http://127.0.0.1:{app.http.port}/healthz") as response:
+                    health = await response.json()
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    assert reply["text"] == "hooked"
+    assert "getUpdates" not in api.calls
+    assert health["channels"]["telegram"]["connected"] is True
