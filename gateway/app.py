@@ -283,19 +283,19 @@ class App:
     async def serve(self, stop: asyncio.Event) -> None:
         """Run channels and background services until `stop` is set, then shut down in order.
 
-        A channel's FatalChannelError leaves the task group as itself (not wrapped in an
-        ExceptionGroup), so the CLI can print its one clear line.
+        A `FatalChannelError` (e.g. an invalid token) ends the app and is raised as itself,
+        not wrapped in the task group's ExceptionGroup, so the CLI can print it in one line.
         """
         try:
             await self._serve(stop)
-        except ExceptionGroup as group:
-            fatal, _ = group.split(FatalChannelError)
+        except BaseExceptionGroup as group:
+            fatal = group.subgroup(FatalChannelError)
             if fatal is None:
                 raise
-            first = fatal.exceptions[0]
-            while isinstance(first, ExceptionGroup):
-                first = first.exceptions[0]
-            raise first from group
+            leaf: BaseException = fatal
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            raise leaf from group
 
     async def _serve(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tg:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.slack_events import SlackIdentity, command_to_inbound, event_to_inbound, reply_chunks
+from channels.slack.events import SlackIdentity, command_to_inbound, event_to_inbound, reply_chunks
 from gateway.messages import ChatKind
 
 ME = SlackIdentity(user_id="UBOT", bot_id="BBOT")

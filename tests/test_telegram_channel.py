@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import respx
 
-from channels.telegram import TelegramChannel
+from channels.telegram.channel import TelegramChannel
 from gateway.errors import (
     ChannelUnavailable,
     ChatUnreachable,

@@ -6,7 +6,7 @@ from typing import Any
 
 from telegram import Update
 
-from channels.telegram_events import BotIdentity, reply_chunks, update_to_inbound
+from channels.telegram.events import BotIdentity, reply_chunks, update_to_inbound
 from gateway.formatting import utf16_len
 from gateway.messages import ChatKind, ChatRef
 from tests.telegram_fake import BOT_ID, BOT_USERNAME, mention, message_update

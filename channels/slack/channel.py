@@ -3,7 +3,7 @@
 `run()` calls `auth.test` first (a bad token is fatal), then either opens the Socket Mode
 connection (`connect_async`/`close_async`, never `start_async`) or serves `/slack/events` on the
 app's HTTP server, where Bolt verifies the signature (forged or stale -> 401, nothing runs).
-Listeners only translate (see `channels/slack_events.py`) and hand the message to the router
+Listeners only translate (see `events.py` in this package) and hand the message to the router
 at once — the router dedupes (event_id, channel+ts), authorizes and answers. Catch-all
 listeners make Bolt ack every other event, because an unhandled one gets a 404 that Slack
 keeps retrying.
@@ -36,13 +36,6 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack_events import (
-    CHANNEL,
-    SlackIdentity,
-    command_to_inbound,
-    event_to_inbound,
-    reply_chunks,
-)
 from gateway.errors import (
     ChannelUnavailable,
     ChatUnreachable,
@@ -62,6 +55,14 @@ from gateway.messages import (
     WebResponse,
 )
 from gateway.ports import InboundHandler, WebRoute
+
+from .events import (
+    CHANNEL,
+    SlackIdentity,
+    command_to_inbound,
+    event_to_inbound,
+    reply_chunks,
+)
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 `run()` checks the token (getMe: an invalid token is fatal), publishes the command menu, then
 either long-polls `getUpdates` or serves the webhook route on the app's HTTP server. Each
-update is translated (see `channels/telegram_events.py`) and handed to the router at once, in
+update is translated (see `events.py` in this package) and handed to the router at once, in
 arrival order and without waiting for the reply: the router keeps a chat in order and runs
 chats concurrently. A poll that fails raises `ChannelUnavailable`, so the app's supervisor
 restarts the channel with backoff; health shows the gap. Offsets live in memory — the
@@ -42,7 +42,6 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
-from channels.telegram_events import CHANNEL, BotIdentity, reply_chunks, update_to_inbound
 from gateway.errors import (
     ChannelUnavailable,
     ChatUnreachable,
@@ -63,6 +62,8 @@ from gateway.messages import (
     WebResponse,
 )
 from gateway.ports import InboundHandler, WebRoute
+
+from .events import CHANNEL, BotIdentity, reply_chunks, update_to_inbound
 
 log = logging.getLogger(__name__)
 
