@@ -97,6 +97,7 @@ class FakeBotAPI:
         self.attempts: list[dict[str, str]] = []
         self.calls: list[str] = []
         self.polls = 0
+        self.commands: list[dict[str, str]] = []
         self.me_response: httpx.Response | None = None
         self.updates_response: httpx.Response | None = None
         self.updates_errors: deque[httpx.Response] = deque()  # answered once each, first
@@ -143,7 +144,10 @@ class FakeBotAPI:
             self.sent.append(data)
             chat = {"id": int(data["chat_id"]), "type": "private"}
             return ok({"message_id": next(self._ids), "date": 1_767_225_700, "chat": chat})
-        if method in ("sendChatAction", "setMyCommands", "setWebhook", "deleteWebhook"):
+        if method == "setMyCommands":
+            self.commands = json.loads(fields(request)["commands"])
+            return ok(True)
+        if method in ("sendChatAction", "setWebhook", "deleteWebhook"):
             return ok(True)
         return error(404, "Not Found")
 

@@ -56,8 +56,9 @@ async def test_dm_gets_a_formatted_model_reply(tmp_path: Path) -> None:
     assert reply["chat_id"] == str(ALLOWED)
     assert reply["text"] == "<b>Hello</b> Ada &lt;3"
     assert "hi there" in str(llm.requests[0].messages)
-    assert "setMyCommands" in api.calls
-    assert "sendChatAction" in api.calls
+    menu = {c["command"]: c["description"] for c in api.commands}
+    assert menu["clear"] == "start a fresh conversation"  # the registry's user commands
+    assert "sendChatAction" in api.calls  # typing while the model works
 
 
 async def test_redelivered_update_is_answered_once(tmp_path: Path) -> None:

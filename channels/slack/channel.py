@@ -134,8 +134,7 @@ class SlackChannel:
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        for future in list(self._pending):
-            future.cancel()
+        return None  # nothing held between calls: the web client opens a session per request
 
     def command_hint(self, command: str) -> str:
         return f"{self._command} {command}"
