@@ -25,7 +25,9 @@ GROUP = -100500
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, FakeBotAPI]]:
+async def serving(
+    tmp_path: Path, llm: FakeLLM, clock: ManualClock | None = None
+) -> AsyncIterator[tuple[App, FakeBotAPI]]:
     """The app running with a polling Telegram channel; leaving drains every turn."""
     config = make_config(tmp_path, auth={"allow": [f"telegram:{ALLOWED}"]})
     with respx.mock(assert_all_called=False) as router:
@@ -36,7 +38,7 @@ async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, Fake
             channels=[channel],
             llm_override=llm,
             use_llm_override=True,
-            clock=ManualClock(),
+            clock=clock or ManualClock(),
         ) as app:
             stop = asyncio.Event()
             task = asyncio.create_task(app.serve(stop))
@@ -236,3 +238,54 @@ async def test_webhook_mode_through_the_http_server(tmp_path: Path) -> None:
     assert reply["text"] == "hooked"
     assert "getUpdates" not in api.calls
     assert health["channels"]["telegram"]["connected"] is True
+
+
+async def test_user_who_blocked_the_bot_marks_the_chat_unreachable_without_retries(
+    tmp_path: Path,
+) -> None:
+    llm = FakeLLM()
+    async with serving(tmp_path, llm) as (app, api):
+        api.send_script.append(error(403, "Forbidden: bot was blocked by the user"))
+        api.queue_updates(message_update("hi", user_id=ALLOWED))
+        await api.wait_polls(2)  # the update was handed over
+        await app.router.drain()
+        unreachable = await app.vault.scalar(
+            "SELECT unreachable_ms FROM chats WHERE channel = 'telegram' AND chat_id = ?",
+            (str(ALLOWED),),
+        )
+    assert unreachable is not None
+    assert api.sent == []
+    assert len(api.attempts) == 1  # a permanent failure: never retried
+
+
+class WatchingClock(ManualClock):
+    """A manual clock that lets a test wait until someone sleeps for a given time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleeps: list[float] = []
+        self.changed = asyncio.Condition()
+
+    async def sleep(self, seconds: float) -> None:
+        async with self.changed:
+            self.sleeps.append(seconds)
+            self.changed.notify_all()
+        await super().sleep(seconds)
+
+    async def wait_for_sleep(self, seconds: float) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: seconds in self.sleeps), 5)
+
+
+async def test_rate_limited_reply_waits_retry_after_then_is_delivered(tmp_path: Path) -> None:
+    llm = FakeLLM().enqueue_text("patience")
+    clock = WatchingClock()
+    async with serving(tmp_path, llm, clock) as (_, api):
+        api.send_script.append(error(429, "Too Many Requests: retry after 7", retry_after=7))
+        api.queue_updates(message_update("hi", user_id=ALLOWED))
+        await clock.wait_for_sleep(7.0)  # delivery honours Telegram's retry_after
+        assert api.sent == []
+        clock.advance(7)
+        (reply,) = await api.wait_sent(1)
+    assert reply["text"] == "patience"
+    assert len(api.attempts) == 2
