@@ -15,6 +15,7 @@ import respx
 from channels.telegram import TelegramChannel
 from gateway.app import App
 from gateway.clock import ManualClock
+from gateway.llm import LLMRequest, LLMResponse, TextPart
 from tests.conftest import make_config
 from tests.fakes import FakeLLM
 from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, error, mention, message_update
@@ -289,3 +290,49 @@ async def test_rate_limited_reply_waits_retry_after_then_is_delivered(tmp_path: 
         (reply,) = await api.wait_sent(1)
     assert reply["text"] == "patience"
     assert len(api.attempts) == 2
+
+
+class GatedLLM:
+    """Answers "slow" messages only once `gate` is set; everything else at once."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        # The request carries history too: the latest marker in it is the current message.
+        text = str(request.messages)
+        word = "slow" if text.rfind("slow one") > text.rfind("fast") else "fast"
+        if word == "slow":
+            await self.gate.wait()
+        return LLMResponse(parts=(TextPart(f"re {word}"),), stop_reason="end_turn", model="x")
+
+
+async def test_chats_run_concurrently_and_each_chat_in_order(tmp_path: Path) -> None:
+    config = make_config(tmp_path, auth={"allow": ["telegram:*"]})
+    llm = GatedLLM()
+    with respx.mock(assert_all_called=False) as router:
+        api = FakeBotAPI(router)
+        channel = TelegramChannel(token=TOKEN, base_url=BASE)
+        async with App(
+            config=config,
+            channels=[channel],
+            llm_override=llm,
+            use_llm_override=True,
+            clock=ManualClock(),
+        ) as app:
+            stop = asyncio.Event()
+            task = asyncio.create_task(app.serve(stop))
+            await asyncio.wait_for(channel.started.wait(), 5)
+            api.queue_updates(
+                message_update("slow one", user_id=1),
+                message_update("fast after slow", user_id=1),
+                message_update("fast other chat", user_id=2),
+            )
+            (first,) = await api.wait_sent(1)
+            assert (first["chat_id"], first["text"]) == ("2", "re fast")  # not stuck behind chat 1
+            llm.gate.set()
+            await api.wait_sent(3)
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    chat1 = [m["text"] for m in api.sent if m["chat_id"] == "1"]
+    assert chat1 == ["re slow", "re fast"]
