@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 import pytest
 
@@ -261,3 +263,18 @@ async def test_events_before_the_channel_runs_are_not_acked_so_slack_redelivers(
     response = await post(channel, command, signed_headers(command, content_type=FORM))
     assert response.status == 200
     assert "starting up" in response.body
+
+
+async def test_interactive_payloads_are_acked(running: tuple[SlackChannel, Inbox]) -> None:
+    channel, inbox = running
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1"},
+        "team": {"id": "T1"},
+        "api_app_id": "A1",
+        "trigger_id": "t",
+        "actions": [{"action_id": "some_button", "block_id": "b", "type": "button"}],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    assert (await post(channel, body, signed_headers(body, content_type=FORM))).status == 200
+    assert inbox.items == []

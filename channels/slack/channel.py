@@ -218,6 +218,11 @@ class SlackChannel:
         self._app.event("app_mention")(self._on_event)
         self._app.event(re.compile(".*"))(self._on_other_event)
         self._app.command(self._command)(self._on_command)
+        # Buttons, shortcuts and modals are not used yet; ack them so Slack shows no error.
+        anything = re.compile(".*")
+        self._app.action(anything)(self._ack_only)
+        self._app.shortcut(anything)(self._ack_only)
+        self._app.view(anything)(self._ack_only)
 
     async def _on_event(self, body: dict[str, Any]) -> None:
         self._last_ok_ms = self._now_ms()
@@ -231,6 +236,9 @@ class SlackChannel:
 
     async def _on_other_event(self, body: dict[str, Any]) -> None:
         self._last_ok_ms = self._now_ms()
+
+    async def _ack_only(self, ack: Callable[..., Awaitable[None]]) -> None:
+        await ack()
 
     async def _on_command(
         self, ack: Callable[..., Awaitable[None]], body: dict[str, Any], respond: Respond
