@@ -129,3 +129,13 @@ def test_reply_chunks_fit_4000_characters_after_escaping() -> None:
     assert len(chunks) > 1
     assert all(len(c) <= 4000 for c in chunks)
     assert all("&amp;" in c for c in chunks)
+
+
+def test_slack_markup_in_user_text_becomes_what_they_typed() -> None:
+    raw = (
+        "see <https://example.com|example.com>, <https://x.org/a|the docs> and "
+        "<#C1|general> &amp; <mailto:a@b.co|a@b.co>"
+    )
+    inbound = event_to_inbound(envelope(dm(text=raw)), ME)
+    assert inbound is not None
+    assert inbound.text == "see example.com, the docs (https://x.org/a) and #general & a@b.co"

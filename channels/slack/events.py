@@ -14,6 +14,7 @@ implementation for every channel; a bare `/iris` asks for help.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,21 @@ class SlackIdentity:
     bot_id: str
 
 
+_LINK = re.compile(r"<((?:https?|mailto|tel):[^|>]+)(?:\|([^>]+))?>")
+_CHANNEL_REF = re.compile(r"<#(\w+)(?:\|([^>]*))?>")
+
+
+def _link(match: re.Match[str]) -> str:
+    url, label = match.group(1), match.group(2)
+    if not label or label in url:  # Slack's auto-link of "example.com" or an address
+        return label or url
+    return f"{label} ({url})"
+
+
 def unescape(text: str) -> str:
+    """Slack's message markup to what the person typed: links, #channels, `& < >`."""
+    text = _LINK.sub(_link, text)
+    text = _CHANNEL_REF.sub(lambda m: f"#{m.group(2) or m.group(1)}", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
