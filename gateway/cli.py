@@ -52,8 +52,6 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
     _install_stop_signals(stop)
     async with App(config=config, channels=build_channels(config)) as app:
         log.info("iris is running (vault %s)", config.settings.vault.path)
-        if app.http is not None:
-            log.info("HTTP server on %s:%d", config.settings.http.host, app.http.port)
         await app.serve(stop)
     log.info("iris stopped")
     return 0

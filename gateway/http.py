@@ -1,7 +1,8 @@
 """The one HTTP server of Iris (aiohttp): webhooks, `GET /healthz`, and later the admin API.
 
 Components contribute `WebRoute`s (framework-free handlers from `gateway.ports`) or plain
-aiohttp handlers before the server starts; entering the context manager binds the socket, and
+aiohttp handlers before the server starts (`App._start_http` is where routes are added; aiohttp
+freezes its router once serving); entering the context manager binds the socket, and
 leaving it stops accepting and closes open connections. Port 0 binds a free port (tests);
 `port` tells which one was bound. A handler that raises answers 500 with a fixed text — the
 exception is logged, never echoed.
