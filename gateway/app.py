@@ -30,7 +30,15 @@ from gateway.errors import ChannelUnavailable, ConfigError, FatalChannelError
 from gateway.http import HttpServer, health_route
 from gateway.memory_tools import memory_tools
 from gateway.messages import ChannelHealth, CommandInfo
-from gateway.ports import LLM, Channel, Clock, ReportsHealth, ServesRoutes, TakesCommands
+from gateway.ports import (
+    LLM,
+    Channel,
+    ChecksCredentials,
+    Clock,
+    ReportsHealth,
+    ServesRoutes,
+    TakesCommands,
+)
 from gateway.providers import (
     CurrentMessageProvider,
     HistoryProvider,
@@ -122,6 +130,26 @@ def build_channels(config: Config) -> list[Channel]:
             )
         )
     return channels
+
+
+async def check_channels_online(config: Config) -> list[tuple[str, bool, str]]:
+    """(channel, ok, what the platform said) for every enabled channel: `iris doctor --online`."""
+    try:
+        channels = build_channels(config)
+    except FatalChannelError as exc:
+        return [("channels", False, str(exc))]
+    results = []
+    for channel in channels:
+        if not isinstance(channel, ChecksCredentials):
+            continue
+        async with AsyncExitStack() as stack:
+            if hasattr(channel, "__aenter__"):
+                await stack.enter_async_context(channel)  # type: ignore[arg-type]
+            try:
+                results.append((channel.name, True, await channel.check_credentials()))
+            except (FatalChannelError, ChannelUnavailable) as exc:
+                results.append((channel.name, False, str(exc)))
+    return results
 
 
 @dataclass

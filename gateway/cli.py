@@ -100,7 +100,17 @@ async def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
         print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
     if args.online:
         ok = await _check_model_online(config) and ok
+        ok = await _check_channels_online(config) and ok
     return 0 if ok else 1
+
+
+async def _check_channels_online(config: Config) -> bool:
+    from gateway.app import check_channels_online
+
+    results = await check_channels_online(config)
+    for name, good, said in results:
+        print(f"channel {name} online: {'ok (' + said + ')' if good else 'FAILED — ' + said}")
+    return all(good for _, good, _ in results)
 
 
 async def _check_model_online(config: Config) -> bool:

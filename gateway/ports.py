@@ -74,6 +74,13 @@ class TakesCommands(Protocol):
         """The user commands, for platform menus; called once before `run`."""
 
 
+@runtime_checkable
+class ChecksCredentials(Protocol):
+    async def check_credentials(self) -> str:
+        """Ask the platform who we are (`iris doctor --online`); raise FatalChannelError if the
+        credentials are rejected, ChannelUnavailable if the platform cannot be reached."""
+
+
 class LLM(Protocol):
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """One model call; raise a ModelError subclass on failure."""

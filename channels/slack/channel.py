@@ -159,6 +159,10 @@ class SlackChannel:
             detail=self._detail if connected else f"{self._detail} (disconnected)",
         )
 
+    async def check_credentials(self) -> str:
+        me = await self._auth_test()
+        return f"bot user {me.user_id}"
+
     # --- receiving -----------------------------------------------------------------------
 
     async def run(self, on_inbound: InboundHandler) -> None:

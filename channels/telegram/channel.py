@@ -163,6 +163,15 @@ class TelegramChannel:
             detail=detail,
         )
 
+    async def check_credentials(self) -> str:
+        try:
+            me = await self._bot.get_me()
+        except InvalidToken as exc:
+            raise FatalChannelError("Telegram rejected TELEGRAM_BOT_TOKEN (getMe)") from exc
+        except TelegramError as exc:
+            raise ChannelUnavailable(f"cannot reach the Bot API ({type(exc).__name__})") from exc
+        return f"@{me.username}"
+
     # --- receiving -----------------------------------------------------------------------
 
     async def run(self, on_inbound: InboundHandler) -> None:
