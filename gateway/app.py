@@ -28,11 +28,20 @@ from gateway.context import ContextPipeline, TraceStore
 from gateway.context_watch import ContextWatch
 from gateway.core_commands import CoreCommands
 from gateway.delivery import Delivery
-from gateway.errors import FatalChannelError
+from gateway.errors import ChannelUnavailable, ConfigError, FatalChannelError
+from gateway.http import HttpServer, health_route
 from gateway.memory_tools import memory_tools
-from gateway.messages import ChatRef
+from gateway.messages import ChannelHealth, ChatRef, CommandInfo
 from gateway.metrics import Metrics
-from gateway.ports import LLM, Channel, Clock
+from gateway.ports import (
+    LLM,
+    Channel,
+    ChecksCredentials,
+    Clock,
+    ReportsHealth,
+    ServesRoutes,
+    TakesCommands,
+)
 from gateway.providers import (
     CurrentMessageProvider,
     HistoryProvider,
@@ -84,19 +93,71 @@ def channel_statuses(config: Config) -> list[ChannelStatus]:
     return [
         ChannelStatus(
             "telegram",
-            False,
-            "not enabled ([telegram] enabled = false)"
-            if not s.telegram.enabled
-            else "the Telegram adapter is not part of this build yet",
+            s.telegram.enabled,
+            f"{s.telegram.mode} mode"
+            if s.telegram.enabled
+            else "not enabled ([telegram] enabled = false)",
         ),
         ChannelStatus(
             "slack",
-            False,
-            "not enabled ([slack] enabled = false)"
-            if not s.slack.enabled
-            else "the Slack adapter is not part of this build yet",
+            s.slack.enabled,
+            f"{s.slack.mode} mode" if s.slack.enabled else "not enabled ([slack] enabled = false)",
         ),
     ]
+
+
+def build_channels(config: Config) -> list[Channel]:
+    """The enabled platform channels. Raises FatalChannelError for unusable credentials."""
+    s, secrets = config.settings, config.secrets
+    channels: list[Channel] = []
+    # Imported here so `iris chat` and `iris doctor` never load the platform SDKs.
+    if s.telegram.enabled:
+        from channels.telegram import TelegramChannel
+
+        channels.append(
+            TelegramChannel(
+                token=secrets.get("TELEGRAM_BOT_TOKEN") or "",
+                base_url=s.telegram.base_url,
+                mode=s.telegram.mode,
+                webhook_url=s.telegram.webhook_url,
+                webhook_path=s.telegram.webhook_path,
+                webhook_secret=secrets.get("TELEGRAM_WEBHOOK_SECRET"),
+            )
+        )
+    if s.slack.enabled:
+        from channels.slack import SlackChannel
+
+        channels.append(
+            SlackChannel(
+                bot_token=secrets.get("SLACK_BOT_TOKEN") or "",
+                mode=s.slack.mode,
+                app_token=secrets.get("SLACK_APP_TOKEN"),
+                signing_secret=secrets.get("SLACK_SIGNING_SECRET"),
+                api_url=s.slack.api_url,
+                command=s.slack.command,
+            )
+        )
+    return channels
+
+
+async def check_channels_online(config: Config) -> list[tuple[str, bool, str]]:
+    """(channel, ok, what the platform said) for every enabled channel: `iris doctor --online`."""
+    try:
+        channels = build_channels(config)
+    except FatalChannelError as exc:
+        return [("channels", False, str(exc))]
+    results = []
+    for channel in channels:
+        if not isinstance(channel, ChecksCredentials):
+            continue
+        async with AsyncExitStack() as stack:
+            if hasattr(channel, "__aenter__"):
+                await stack.enter_async_context(channel)  # type: ignore[arg-type]
+            try:
+                results.append((channel.name, True, await channel.check_credentials()))
+            except (FatalChannelError, ChannelUnavailable) as exc:
+                results.append((channel.name, False, str(exc)))
+    return results
 
 
 @dataclass
@@ -190,7 +251,10 @@ class App:
         self.commands.register(self.admin.command())
         self.commands.on_denied = self.admin.denied
         self.channel_map = {c.name: c for c in self.channels}
+        menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
         for channel in self.channels:
+            if isinstance(channel, TakesCommands):
+                channel.use_commands(menu)
             if hasattr(channel, "__aenter__"):
                 await self._stack.enter_async_context(channel)  # type: ignore[arg-type]
         self.delivery = Delivery(
@@ -229,6 +293,24 @@ class App:
             metrics=self.metrics,
         )
         await self.delivery.recover()
+        self.http = await self._start_http()
+
+    async def _start_http(self) -> HttpServer | None:
+        """The HTTP server starts last, once the router can take what its routes receive."""
+        s = self.config.settings
+        routes = [r for c in self.channels if isinstance(c, ServesRoutes) for r in c.routes()]
+        if not s.http.enabled:
+            if routes:
+                raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
+            return None
+        server = HttpServer(host=s.http.host, port=s.http.port)
+        for route in routes:
+            server.add_route(route)
+        server.add_route(health_route(self.channel_health))
+        return await self._stack.enter_async_context(server)
+
+    def channel_health(self) -> list[ChannelHealth]:
+        return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
 
     def _steps(self) -> list[Step]:
         s = self.config.settings
@@ -299,13 +381,22 @@ class App:
     async def _supervise(self, channel: Channel) -> None:
         """Restart a channel after transient errors with capped backoff; fatal errors stop Iris."""
         delay = 1.0
+        trace: Exception | None
         while True:
+            started_ms = self.clock.now_ms()
             try:
                 await channel.run(self.router.submit)
                 return
             except FatalChannelError:
                 raise
-            except Exception:
-                log.exception("channel %s failed; restarting in %.0f s", channel.name, delay)
+            except ChannelUnavailable as exc:  # expected (network, outage): no traceback
+                problem, trace = str(exc), None
+            except Exception as exc:
+                problem, trace = f"failed ({type(exc).__name__})", exc
+            if self.clock.now_ms() - started_ms > CHANNEL_BACKOFF_MAX_S * 1000:
+                delay = 1.0  # it ran fine for a while: a new outage, not the same one
+            log.warning(
+                "channel %s: %s; restarting in %.0f s", channel.name, problem, delay, exc_info=trace
+            )
             await self.clock.sleep(delay)
             delay = min(delay * 2, CHANNEL_BACKOFF_MAX_S)

@@ -45,7 +45,7 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
 
 
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:
-    from gateway.app import App, channel_statuses
+    from gateway.app import App, build_channels, channel_statuses
 
     statuses = channel_statuses(config)
     for status in statuses:
@@ -55,7 +55,7 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
         log.warning("no channel is running; serving until SIGINT/SIGTERM (try `iris chat`)")
     stop = asyncio.Event()
     _install_stop_signals(stop)
-    async with App(config=config, channels=[]) as app:
+    async with App(config=config, channels=build_channels(config)) as app:
         log.info("iris is running (vault %s)", config.settings.vault.path)
         await app.serve(stop)
     log.info("iris stopped")
@@ -105,7 +105,17 @@ async def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
         print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
     if args.online:
         ok = await _check_model_online(config) and ok
+        ok = await _check_channels_online(config) and ok
     return 0 if ok else 1
+
+
+async def _check_channels_online(config: Config) -> bool:
+    from gateway.app import check_channels_online
+
+    results = await check_channels_online(config)
+    for name, good, said in results:
+        print(f"channel {name} online: {'ok (' + said + ')' if good else 'FAILED — ' + said}")
+    return all(good for _, good, _ in results)
 
 
 async def _check_model_online(config: Config) -> bool:

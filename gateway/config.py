@@ -308,7 +308,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     if problems or settings is None:
         raise ConfigError(problems)
     secrets = Secrets.from_env(env)
-    problems = check_required_secrets(settings, secrets)
+    problems = check_required_secrets(settings, secrets) + check_http_needed(settings)
     if problems:
         raise ConfigError(problems)
     return Config(settings=settings, secrets=secrets, source=source)
@@ -332,3 +332,16 @@ def check_required_secrets(settings: Settings, secrets: Secrets) -> list[str]:
         for key, name in needed
         if secrets.get(name) is None
     ]
+
+
+def check_http_needed(settings: Settings) -> list[str]:
+    """Transport modes that receive through our HTTP server need it enabled."""
+    problems = []
+    if settings.telegram.enabled and settings.telegram.mode == "webhook":
+        if not settings.http.enabled:
+            problems.append("telegram.mode: webhook mode needs [http] enabled = true")
+        if not settings.telegram.webhook_url:
+            problems.append("telegram.webhook_url: required in webhook mode")
+    if settings.slack.enabled and settings.slack.mode == "http" and not settings.http.enabled:
+        problems.append("slack.mode: http mode needs [http] enabled = true")
+    return problems

@@ -18,6 +18,7 @@
         ├── DeliveryUncertain       the send may or may not have happened (timeout after write)
         └── DeliveryPermanent       never retry (blocked by the user, chat gone)
             └── ChatUnreachable
+    ChannelUnavailable              a channel lost its platform link; its supervisor restarts it
     FatalChannelError               a channel can never work with this config (bad token)
 
 Users only ever see the fixed texts chosen by the edge that handles an error, or
@@ -109,3 +110,7 @@ class ChatUnreachable(DeliveryPermanent):
 
 class FatalChannelError(IrisError):
     """A channel can never work with the current configuration (e.g. an invalid token)."""
+
+
+class ChannelUnavailable(IrisError):
+    """Transient: a channel lost its link to the platform; the app restarts it with backoff."""

@@ -63,3 +63,71 @@ def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+# --- Markdown to platform markup -------------------------------------------------------------
+# Both converters take one chunk that `split_text` already cut (the markup they add is never
+# counted against the limit: platforms count visible characters, which only shrink). Code is
+# lifted out first so nothing inside it is treated as markup, then the rest is escaped, then
+# the inline patterns (which contain no escapable characters) are rewritten.
+
+_FENCED = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(?:\n?```|\Z)", re.DOTALL)
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_HEADING_LINE = re.compile(r"^#{1,6}\s+(.+?)\s*#*$", re.MULTILINE)
+_SLOT = re.compile("\x00(\\d+)\x00")
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _lift_code(
+    text: str, fence: Callable[[str, str], str], inline: Callable[[str], str]
+) -> tuple[str, list[str]]:
+    slots: list[str] = []
+
+    def keep(rendered: str) -> str:
+        slots.append(rendered)
+        return f"\x00{len(slots) - 1}\x00"
+
+    text = text.replace("\x00", "")
+    text = _FENCED.sub(lambda m: keep(fence(m.group(1), m.group(2))), text)
+    text = _CODE.sub(lambda m: keep(inline(m.group(1))), text)
+    return text, slots
+
+
+def _restore(text: str, slots: list[str]) -> str:
+    return _SLOT.sub(lambda m: slots[int(m.group(1))], text)
+
+
+def _html_fence(lang: str, code: str) -> str:
+    cls = f' class="language-{lang}"' if lang else ""
+    return f"<pre><code{cls}>{_escape(code)}</code></pre>"
+
+
+def to_telegram_html(markdown: str) -> str:
+    """Markdown to Telegram's HTML subset (b, i, s, code, pre, a); everything else escaped."""
+    text, slots = _lift_code(markdown, _html_fence, lambda c: f"<code>{_escape(c)}</code>")
+    text = _escape(text)
+    text = _LINK.sub(
+        lambda m: f'<a href="{m.group(2).replace(chr(34), "%22")}">{m.group(1)}</a>', text
+    )
+    text = _HEADING_LINE.sub(r"<b>\1</b>", text)
+    text = _ITALIC.sub(r"<i>\2</i>", text)
+    text = _BOLD.sub(r"<b>\2</b>", text)
+    text = _STRIKE.sub(r"<s>\1</s>", text)
+    return _restore(text, slots)
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Markdown to Slack mrkdwn: escape only `& < >`, then `*bold*`, `_it_`, `<url|text>`."""
+    text, slots = _lift_code(
+        markdown, lambda _lang, code: f"```\n{_escape(code)}\n```", lambda c: f"`{_escape(c)}`"
+    )
+    text = _escape(text)
+    text = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1).replace('|', '/')}>", text)
+    text = _ITALIC.sub(r"_\2_", text)
+    text = _BOLD.sub(r"*\2*", text)
+    text = _HEADING_LINE.sub(r"*\1*", text)
+    text = _STRIKE.sub(r"~\1~", text)
+    return _restore(text, slots)

@@ -82,3 +82,44 @@ class SentReceipt:
     """What the platform told us about a delivered message."""
 
     platform_message_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelHealth:
+    """A channel's own view of its connection, shown by `GET /healthz`.
+
+    `last_ok_ms` is the last proof the platform link works (a successful poll, an acked event).
+    """
+
+    channel: str
+    connected: bool
+    last_inbound_ms: int | None = None
+    last_ok_ms: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebRequest:
+    """An HTTP request handed to a route, free of web framework types; header names lower case."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    query: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebResponse:
+    status: int = 200
+    body: str = ""
+    content_type: str = "text/plain"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandInfo:
+    """A user command as a platform menu shows it (Telegram's setMyCommands)."""
+
+    name: str
+    summary: str

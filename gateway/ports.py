@@ -6,11 +6,21 @@ concrete Telegram, Slack and console channels, the Anthropic adapter and the sys
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from gateway.llm import LLMRequest, LLMResponse
-from gateway.messages import ChatRef, Inbound, Outbound, SentReceipt
+from gateway.messages import (
+    ChannelHealth,
+    ChatRef,
+    CommandInfo,
+    Inbound,
+    Outbound,
+    SentReceipt,
+    WebRequest,
+    WebResponse,
+)
 
 # Called by a channel for each inbound message. Scheduling happens at call time (so the order
 # of calls is the order of handling within a chat); awaiting the result waits for the reply.
@@ -32,6 +42,43 @@ class Channel(Protocol):
 
     def command_hint(self, command: str) -> str:
         """How a user types `command` on this platform (`/clear`, or `/iris clear` on Slack)."""
+
+
+WebHandler = Callable[[WebRequest], Awaitable[WebResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class WebRoute:
+    """A route a component mounts on the app's HTTP server (`gateway/http.py`)."""
+
+    method: str
+    path: str
+    handler: WebHandler
+
+
+# Optional capabilities a channel may have; `gateway/app.py` checks them with isinstance.
+@runtime_checkable
+class ReportsHealth(Protocol):
+    def health(self) -> ChannelHealth: ...
+
+
+@runtime_checkable
+class ServesRoutes(Protocol):
+    def routes(self) -> Sequence[WebRoute]:
+        """Routes to mount on the HTTP server (webhooks); empty when not needed."""
+
+
+@runtime_checkable
+class TakesCommands(Protocol):
+    def use_commands(self, commands: Sequence[CommandInfo]) -> None:
+        """The user commands, for platform menus; called once before `run`."""
+
+
+@runtime_checkable
+class ChecksCredentials(Protocol):
+    async def check_credentials(self) -> str:
+        """Ask the platform who we are (`iris doctor --online`); raise FatalChannelError if the
+        credentials are rejected, ChannelUnavailable if the platform cannot be reached."""
 
 
 class LLM(Protocol):

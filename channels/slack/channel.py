@@ -1,0 +1,367 @@
+"""The Slack channel: slack-bolt's async app in Socket Mode or mounted on our HTTP server.
+
+`run()` calls `auth.test` first (a bad token is fatal), then either opens the Socket Mode
+connection (`connect_async`/`close_async`, never `start_async`) or serves `/slack/events` on the
+app's HTTP server, where Bolt verifies the signature (forged or stale -> 401, nothing runs).
+Listeners only translate (see `events.py` in this package) and hand the message to the router
+at once — the router dedupes (event_id, channel+ts), authorizes and answers. Catch-all
+listeners make Bolt ack every other event, because an unhandled one gets a 404 that Slack
+keeps retrying.
+
+The slash command (`/iris <sub> [args]`) is acked immediately and its answer goes back through
+Bolt's `respond` (the response_url), picked by the reply's `reply_to`. Replies elsewhere are
+`chat.postMessage` in the thread; 429s are retried by the SDK after Retry-After and surface as
+`DeliveryTransient` if they persist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    async_default_handlers,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from gateway.errors import (
+    ChannelUnavailable,
+    ChatUnreachable,
+    DeliveryError,
+    DeliveryPermanent,
+    DeliveryTransient,
+    DeliveryUncertain,
+    FatalChannelError,
+)
+from gateway.messages import (
+    ChannelHealth,
+    ChatRef,
+    Inbound,
+    Outbound,
+    SentReceipt,
+    WebRequest,
+    WebResponse,
+)
+from gateway.ports import InboundHandler, WebRoute
+
+from .events import (
+    CHANNEL,
+    SlackIdentity,
+    command_to_inbound,
+    event_to_inbound,
+    reply_chunks,
+)
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+STARTING = "Iris is starting up — please try again in a moment."
+_BAD_TOKEN = frozenset(
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+)
+_UNREACHABLE = frozenset(
+    {"channel_not_found", "not_in_channel", "is_archived", "user_disabled", "cannot_dm_bot"}
+)
+_KEEP = 1000  # pending slash-command responders / partial multi-chunk sends remembered
+
+Respond = Callable[..., Awaitable[Any]]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SlackChannel:
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        mode: str = "socket",
+        app_token: str | None = None,
+        signing_secret: str | None = None,
+        api_url: str = "https://slack.com/api/",
+        command: str = "/iris",
+        now_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        _check_tokens(bot_token, mode, app_token, signing_secret)
+        self._mode = mode
+        self._app_token = app_token or ""
+        self._command = command
+        self._now_ms = now_ms
+        self._client = AsyncWebClient(
+            token=bot_token,
+            base_url=api_url,
+            retry_handlers=[*async_default_handlers(), AsyncRateLimitErrorRetryHandler()],
+        )
+        self._app = AsyncApp(
+            client=self._client,
+            signing_secret=signing_secret or "",
+            request_verification_enabled=mode == "http",
+            process_before_response=True,
+            logger=logging.getLogger("slack_bolt.iris"),
+        )
+        self._register_listeners()
+        self._me: SlackIdentity | None = None
+        self._handler: InboundHandler | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._pending: set[asyncio.Future[None]] = set()
+        self._responders: OrderedDict[str, Respond] = OrderedDict()
+        self._progress: OrderedDict[str, list[str]] = OrderedDict()
+        self._last_inbound_ms: int | None = None
+        self._last_ok_ms: int | None = None
+        self._detail = "not started"
+        self.started = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return CHANNEL
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None  # nothing held between calls: the web client opens a session per request
+
+    def command_hint(self, command: str) -> str:
+        return f"{self._command} {command}"
+
+    async def typing(self, chat: ChatRef) -> None:
+        return None  # bots have no typing indicator in channels or DMs
+
+    def routes(self) -> list[WebRoute]:
+        return [WebRoute("POST", EVENTS_PATH, self._events)] if self._mode == "http" else []
+
+    def health(self) -> ChannelHealth:
+        connected = self.started.is_set()
+        if connected and self._socket is not None:
+            client = self._socket.client
+            session = client.current_session
+            connected = not (client.closed or client.stale or session is None or session.closed)
+        return ChannelHealth(
+            channel=CHANNEL,
+            connected=connected,
+            last_inbound_ms=self._last_inbound_ms,
+            last_ok_ms=self._last_ok_ms,
+            detail=self._detail if connected else f"{self._detail} (disconnected)",
+        )
+
+    async def check_credentials(self) -> str:
+        me = await self._auth_test()
+        return f"bot user {me.user_id}"
+
+    # --- receiving -----------------------------------------------------------------------
+
+    async def run(self, on_inbound: InboundHandler) -> None:
+        self._me = await self._auth_test()
+        try:
+            if self._mode == "socket":
+                self._socket = await self._connect_socket()
+            self._handler = on_inbound
+            self._detail = self._mode
+            self._last_ok_ms = self._now_ms()
+            self.started.set()
+            await asyncio.Event().wait()
+        finally:
+            self.started.clear()
+            self._handler = None
+            if self._socket is not None:
+                await self._socket.close_async()  # type: ignore[no-untyped-call]
+                self._socket = None
+
+    async def _auth_test(self) -> SlackIdentity:
+        try:
+            result = await self._client.auth_test()
+        except SlackApiError as exc:
+            code = str(exc.response.get("error", ""))
+            if code in _BAD_TOKEN:
+                self._detail = "invalid token"
+                raise FatalChannelError(
+                    f"Slack rejected SLACK_BOT_TOKEN (auth.test: {code}): check the token"
+                ) from exc
+            self._detail = f"auth.test failed ({code})"
+            raise ChannelUnavailable(f"slack auth.test failed: {code}") from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            self._detail = f"cannot reach Slack ({type(exc).__name__})"
+            raise ChannelUnavailable(f"slack auth.test failed: {type(exc).__name__}") from exc
+        log.info("slack: connected as %s (%s)", result.get("user"), self._mode)
+        return SlackIdentity(user_id=str(result["user_id"]), bot_id=str(result.get("bot_id", "")))
+
+    async def _connect_socket(self) -> AsyncSocketModeHandler:
+        handler = AsyncSocketModeHandler(self._app, self._app_token, web_client=self._client)
+        try:
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+        except SlackApiError as exc:
+            await handler.close_async()  # type: ignore[no-untyped-call]
+            code = str(exc.response.get("error", ""))
+            if code in _BAD_TOKEN:
+                raise FatalChannelError(
+                    f"Slack rejected SLACK_APP_TOKEN (apps.connections.open: {code})"
+                ) from exc
+            raise ChannelUnavailable(f"slack socket mode failed: {code}") from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            await handler.close_async()  # type: ignore[no-untyped-call]
+            raise ChannelUnavailable(f"slack socket mode failed: {type(exc).__name__}") from exc
+        return handler
+
+    def _register_listeners(self) -> None:
+        self._app.event("message")(self._on_event)
+        self._app.event("app_mention")(self._on_event)
+        self._app.event(re.compile(".*"))(self._on_other_event)
+        self._app.command(self._command)(self._on_command)
+        # Buttons, shortcuts and modals are not used yet; ack them so Slack shows no error.
+        anything = re.compile(".*")
+        self._app.action(anything)(self._ack_only)
+        self._app.shortcut(anything)(self._ack_only)
+        self._app.view(anything)(self._ack_only)
+
+    async def _on_event(self, body: dict[str, Any]) -> None:
+        self._last_ok_ms = self._now_ms()
+        handler, me = self._handler, self._me
+        if handler is None or me is None:
+            # Raising makes Bolt answer 500, so Slack redelivers once we are running.
+            raise ChannelUnavailable("slack channel is not running yet")
+        inbound = event_to_inbound(body, me)
+        if inbound is not None:
+            self._dispatch(inbound, handler)
+
+    async def _on_other_event(self, body: dict[str, Any]) -> None:
+        self._last_ok_ms = self._now_ms()
+
+    async def _ack_only(self, ack: Callable[..., Awaitable[None]]) -> None:
+        await ack()
+
+    async def _on_command(
+        self, ack: Callable[..., Awaitable[None]], body: dict[str, Any], respond: Respond
+    ) -> None:
+        handler = self._handler
+        if handler is None:
+            await ack(text=STARTING)
+            return
+        await ack()  # within Slack's 3 s; the answer follows through `respond`
+        self._last_ok_ms = self._now_ms()
+        inbound = command_to_inbound(body)
+        if inbound is None:
+            return
+        self._responders[inbound.message_id] = respond
+        while len(self._responders) > _KEEP:
+            self._responders.popitem(last=False)
+        self._dispatch(inbound, handler)
+
+    def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
+        self._last_inbound_ms = self._now_ms()
+        future = asyncio.ensure_future(on_inbound(inbound))
+        self._pending.add(future)
+        future.add_done_callback(self._settled)
+
+    def _settled(self, future: asyncio.Future[None]) -> None:
+        self._pending.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("slack: inbound handler failed", exc_info=future.exception())
+
+    async def _events(self, request: WebRequest) -> WebResponse:
+        bolt_request = AsyncBoltRequest(
+            body=request.body.decode("utf-8", "replace"),
+            query=request.query,
+            headers=dict(request.headers),
+        )
+        response = await self._app.async_dispatch(bolt_request)
+        content_type = (response.headers.get("content-type") or ["text/plain"])[0]
+        return WebResponse(
+            status=response.status,
+            body=response.body,
+            content_type=content_type.split(";")[0].strip(),
+        )
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def send(self, out: Outbound) -> SentReceipt:
+        chunks = reply_chunks(out.text)
+        respond = self._responders.get(out.reply_to or "")
+        sent = self._progress.setdefault(out.idempotency_key, [])
+        self._progress.move_to_end(out.idempotency_key)
+        while len(self._progress) > _KEEP:
+            self._progress.popitem(last=False)
+        for index in range(len(sent), len(chunks)):
+            if respond is not None:
+                await self._respond(respond, chunks[index])
+                sent.append(f"respond-{index}")
+            else:
+                sent.append(await self._post(out.chat, chunks[index]))
+        self._progress.pop(out.idempotency_key, None)
+        return SentReceipt(platform_message_ids=tuple(sent))
+
+    async def _post(self, chat: ChatRef, text: str) -> str:
+        try:
+            result = await self._client.chat_postMessage(
+                channel=chat.chat_id, text=text, thread_ts=chat.thread_id, mrkdwn=True
+            )
+        except Exception as exc:
+            raise map_send_error(exc) from exc
+        return str(result.get("ts", ""))
+
+    async def _respond(self, respond: Respond, text: str) -> None:
+        try:
+            result = await respond(text=text, response_type="ephemeral")
+        except Exception as exc:
+            raise map_send_error(exc) from exc
+        status = getattr(result, "status_code", 200)
+        if status == 429 or status >= 500:
+            raise DeliveryTransient(f"slack response_url answered HTTP {status}")
+        if status >= 400:
+            raise DeliveryPermanent(f"slack response_url answered HTTP {status}")
+
+
+def map_send_error(exc: Exception) -> DeliveryError:
+    """Slack SDK and aiohttp errors in our tree."""
+    if isinstance(exc, SlackApiError):
+        code = str(exc.response.get("error", ""))
+        status = exc.response.status_code
+        if status == 429 or code == "ratelimited":
+            retry = exc.response.headers.get("Retry-After") or exc.response.headers.get(
+                "retry-after"
+            )
+            return DeliveryTransient("slack rate limit", retry_after_s=_seconds(retry))
+        if code in _UNREACHABLE:
+            return ChatUnreachable(f"slack: {code}")
+        if status >= 500:
+            return DeliveryTransient(f"slack server error HTTP {status}")
+        return DeliveryPermanent(f"slack rejected the message: {code or status}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return DeliveryTransient("slack: cannot connect")  # nothing was sent
+    if isinstance(exc, aiohttp.ClientError | TimeoutError):
+        return DeliveryUncertain(f"slack: {type(exc).__name__}; the message may have been sent")
+    return DeliveryPermanent(f"slack error: {type(exc).__name__}")
+
+
+def _seconds(value: object) -> float | None:
+    try:
+        return float(str(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _check_tokens(
+    bot_token: str, mode: str, app_token: str | None, signing_secret: str | None
+) -> None:
+    if not bot_token.startswith("xoxb-"):
+        raise FatalChannelError("SLACK_BOT_TOKEN must be a bot token (it starts with xoxb-)")
+    if mode == "socket" and not (app_token or "").startswith("xapp-"):
+        raise FatalChannelError(
+            "Slack socket mode needs SLACK_APP_TOKEN, an app-level token starting with xapp-"
+        )
+    if mode == "http" and not signing_secret:
+        raise FatalChannelError("Slack http mode needs SLACK_SIGNING_SECRET")

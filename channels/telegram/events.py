@@ -1,0 +1,103 @@
+"""Pure translations between Telegram and Iris: `Update` -> `Inbound`, reply text -> chunks.
+
+No I/O here, so every rule about what Iris answers on Telegram is unit-testable with a dict:
+DMs always; in groups only when addressed — an `@mention` of the bot, a `text_mention` of it,
+a reply to one of its messages, or `/cmd@bot`; forum topics are separate chats
+(`message_thread_id`). Messages from bots and channel posts are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telegram import Message, MessageEntity, Update
+
+from gateway.formatting import split_text, to_plain, to_telegram_html, utf16_len
+from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
+
+CHANNEL = "telegram"
+# Telegram's limit is 4096 characters after entity parsing, counted in UTF-16 code units.
+MAX_MESSAGE_UTF16 = 4096
+GROUP_TYPES = frozenset({"group", "supergroup"})
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    user_id: int
+    username: str
+
+
+def update_to_inbound(update: Update, me: BotIdentity) -> Inbound | None:
+    """The `Inbound` for a message update, or None if Iris should not see it at all."""
+    message = update.message
+    if message is None or message.from_user is None or message.from_user.is_bot:
+        return None
+    chat_type = message.chat.type
+    if chat_type != "private" and chat_type not in GROUP_TYPES:
+        return None
+    text = message.text or message.caption or ""
+    mentioned = _mentions_bot(message, me)
+    user = message.from_user
+    thread = str(message.message_thread_id) if message.is_topic_message else None
+    return Inbound(
+        chat=ChatRef(channel=CHANNEL, chat_id=str(message.chat.id), thread_id=thread),
+        user=UserRef(channel=CHANNEL, user_id=str(user.id), display_name=user.full_name),
+        text=_strip_mention(text, me) if mentioned else text,
+        message_id=str(message.message_id),
+        kind=ChatKind.DM if chat_type == "private" else ChatKind.GROUP,
+        mentioned=mentioned,
+        reply_to_bot=_replies_to_bot(message, me),
+        at_ms=int(message.date.timestamp() * 1000),
+        dedupe_keys=(f"telegram:update:{update.update_id}",),
+    )
+
+
+def _mentions_bot(message: Message, me: BotIdentity) -> bool:
+    handle = f"@{me.username}".lower()
+    types: list[str | None] = [
+        MessageEntity.MENTION,
+        MessageEntity.TEXT_MENTION,
+        MessageEntity.BOT_COMMAND,
+    ]
+    parsed = (
+        message.parse_entities(types) if message.text else message.parse_caption_entities(types)
+    )
+    for entity, fragment in parsed.items():
+        if entity.type == MessageEntity.MENTION and fragment.lower() == handle:
+            return True
+        if (
+            entity.type == MessageEntity.TEXT_MENTION
+            and entity.user
+            and entity.user.id == me.user_id
+        ):
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and fragment.lower().endswith(handle):
+            return True
+    return False
+
+
+def _replies_to_bot(message: Message, me: BotIdentity) -> bool:
+    replied = message.reply_to_message
+    # In forum topics every message "replies" to the topic's service message; that is no reply.
+    if replied is None or replied.forum_topic_created is not None:
+        return False
+    return replied.from_user is not None and replied.from_user.id == me.user_id
+
+
+def _strip_mention(text: str, me: BotIdentity) -> str:
+    """Drop a leading `@bot` so the model sees the question, not the address."""
+    handle = f"@{me.username}"
+    stripped = text.lstrip()
+    if stripped.lower().startswith(handle.lower()):
+        rest = stripped[len(handle) :]
+        if not rest or not (rest[0].isalnum() or rest[0] == "_"):
+            return rest.lstrip(" ,:")
+    return text
+
+
+def reply_chunks(markdown: str) -> list[tuple[str, str]]:
+    """(HTML, plain-text fallback) per message: split on the UTF-16 budget first, then format."""
+    return [
+        (to_telegram_html(chunk), to_plain(chunk))
+        for chunk in split_text(markdown, MAX_MESSAGE_UTF16, utf16_len)
+    ]
