@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from gateway.admin_api import AdminApi
 from gateway.admin_commands import AdminCommands
+from gateway.admin_ops import ProactiveOps
 from gateway.agent import Agent
 from gateway.anthropic_llm import AnthropicLLM
 from gateway.auth import Authorizer
@@ -249,6 +251,7 @@ class App:
             clock=self.clock,
         )
         self.commands.register(self.admin.command())
+        self.proactive_ops: ProactiveOps | None = None
         self.commands.on_denied = self.admin.denied
         self.channel_map = {c.name: c for c in self.channels}
         menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
@@ -307,7 +310,24 @@ class App:
         for route in routes:
             server.add_route(route)
         server.add_route(health_route(self.channel_health))
+        self._mount_admin_api(server)
         return await self._stack.enter_async_context(server)
+
+    def _mount_admin_api(self, server: HttpServer) -> None:
+        token = self.config.secrets.get("IRIS_API_TOKEN")
+        if token is None:
+            log.info("admin API is off: IRIS_API_TOKEN is not set")
+            return
+        api = AdminApi(
+            token=token,
+            ops=self.proactive_ops,
+            stats=self.stats,
+            metrics=self.metrics,
+            audit=self.audit,
+            clock=self.clock,
+        )
+        for method, path, handler in api.routes():
+            server.add_aiohttp_route(method, path, handler)
 
     def channel_health(self) -> list[ChannelHealth]:
         return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]

@@ -165,3 +165,41 @@ async def test_stats_metrics_and_openapi(client: TestClient[Any, Any]) -> None:
     assert "/proactive/intent" in spec["paths"]
     body = spec["paths"]["/proactive/intent"]["post"]["requestBody"]
     assert "what" in json.dumps(body)
+
+
+async def http_app(tmp_path: Any, secrets: dict[str, str]) -> App:
+    from gateway.clock import ManualClock
+    from gateway.config import Config, Secrets
+    from tests.conftest import make_config
+    from tests.fakes import FakeLLM, MemoryChannel
+
+    base = make_config(tmp_path, http={"enabled": True, "port": 0})
+    config = Config(settings=base.settings, secrets=Secrets(secrets), source=None)
+    return App(
+        config=config,
+        channels=[MemoryChannel()],
+        llm_override=FakeLLM(),
+        use_llm_override=True,
+        clock=ManualClock(),
+    )
+
+
+async def test_api_is_mounted_on_the_app_server_only_with_a_token(tmp_path: Any) -> None:
+    import aiohttp
+
+    async with (
+        await http_app(tmp_path, {"IRIS_API_TOKEN": TOKEN}) as app,
+        aiohttp.ClientSession() as session,
+    ):
+        assert app.http is not None
+        base = f"http://127.0.0.1:{app.http.port}"
+        async with session.get(f"{base}/healthz") as health:
+            assert set(await health.json()) == {"ok", "channels"}
+        async with session.get(f"{base}/stats") as denied:
+            assert denied.status == 401
+        async with session.get(f"{base}/stats", headers=AUTH) as allowed:
+            assert allowed.status == 200
+    async with await http_app(tmp_path / "b", {}) as app, aiohttp.ClientSession() as session:
+        assert app.http is not None
+        async with session.get(f"http://127.0.0.1:{app.http.port}/stats", headers=AUTH) as gone:
+            assert gone.status == 404
