@@ -45,7 +45,8 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
 
 
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:
-    from gateway.app import App, build_channels, channel_statuses
+    from gateway.app import App
+    from gateway.app_channels import build_channels, channel_statuses
 
     statuses = channel_statuses(config)
     for status in statuses:
@@ -80,7 +81,7 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
 
 
 async def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
-    from gateway.app import channel_statuses
+    from gateway.app_channels import channel_statuses
     from vault.db import Vault
     from vault.migrations import MIGRATIONS
 
@@ -110,7 +111,7 @@ async def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _check_channels_online(config: Config) -> bool:
-    from gateway.app import check_channels_online
+    from gateway.app_channels import check_channels_online
 
     results = await check_channels_online(config)
     for name, good, said in results:

@@ -8,7 +8,8 @@ import pytest
 
 from channels.slack import SlackChannel
 from channels.telegram import TelegramChannel
-from gateway.app import App, build_channels, channel_statuses
+from gateway.app import App
+from gateway.app_channels import build_channels, channel_statuses
 from gateway.config import Config, Secrets, Settings, load_config
 from gateway.errors import ConfigError, FatalChannelError
 from tests.fakes import FakeLLM

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from gateway.app import check_channels_online
+from gateway.app_channels import check_channels_online
 from gateway.cli import main
 from gateway.config import Config, Secrets, Settings
 from tests.slack_fake import BOT_TOKEN, running_fake_slack
