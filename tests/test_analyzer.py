@@ -131,7 +131,7 @@ def test_min_keywords_boundary() -> None:
 
 
 def test_threshold_edges() -> None:
-    text = "Which sourdough flour brand ships cheaply to Spain and Portugal?"
+    text = "Which sourdough brand ships cheaply to Spain and Portugal?"
     result = analyze(text, SOURDOUGH)
     assert result.overlap == pytest.approx(0.2)  # one shared keyword of five
     assert not result.topic_shift  # "below the threshold" is strict
