@@ -2,6 +2,7 @@ import pytest
 
 from gateway.analyzer import (
     Params,
+    Profile,
     advance,
     analyze,
     is_frustrated,
@@ -9,7 +10,9 @@ from gateway.analyzer import (
     keywords,
     overlap,
     stems,
+    substance,
 )
+from gateway.analyzer_lexicon import field_key, fields, stem, weight
 
 SOURDOUGH = [
     ["sourdough", "bread", "weekend"],
@@ -39,6 +42,19 @@ SOURDOUGH = [
         "Olvida eso, empecemos de nuevo.",
         "Ты меня не понимаешь",
         "違う、そういう意味じゃないです",
+        "Stop. You're confusing Mongoose with Sequelize again.",
+        "I feel like you're not paying attention at all",
+        "This is ridiculous, I gave you the rate twice.",
+        "You misunderstood everything, forget it.",
+        "No, ti ho detto che conosco già il presente!",
+        "Non mi stai ascoltando",
+        "Lascia perdere, ricominciamo da capo.",
+        "Você não está ouvindo",
+        "Não foi isso que eu perguntei",
+        "Esquece isso.",
+        "Ya te dije que no tengo coche",
+        "Je t'ai déjà dit que c'est pour lundi",
+        "Das habe ich dir doch schon gesagt",
     ],
 )
 def test_frustration_phrases_are_found(text: str) -> None:
@@ -61,6 +77,11 @@ def test_frustration_phrases_are_found(text: str) -> None:
         "You're right, that's what I asked",
         "> you're wrong\nis this quote from the book?",
         "the test checks `you are wrong` in the output",
+        "If you're confusing the two types, the docs have a table",
+        "The quiz app shows your wrong answers at the end",
+        "Come ti ho detto, il corso inizia lunedì. Che libro mi consigli?",
+        "Como já te disse, o carro é de 2019: vale a pena trocar o óleo?",
+        "How do I tell a customer that I already told them the price?",
         "",
     ],
 )
@@ -131,7 +152,7 @@ def test_min_keywords_boundary() -> None:
 
 
 def test_threshold_edges() -> None:
-    text = "Which sourdough flour brand ships cheaply to Spain and Portugal?"
+    text = "Which sourdough brand ships cheaply to Spain and Portugal?"
     result = analyze(text, SOURDOUGH)
     assert result.overlap == pytest.approx(0.2)  # one shared keyword of five
     assert not result.topic_shift  # "below the threshold" is strict
@@ -182,3 +203,72 @@ def test_judge_conversation_replays_history() -> None:
     assert judge_conversation(messages[:3]).suggestion is None
     with pytest.raises(ValueError, match="at least one"):
         judge_conversation([])
+
+
+def test_stem_folds_accents_and_common_endings() -> None:
+    assert stem("séances") == stem("seance")
+    assert stem("tyres") == stem("tyre")
+    assert stem("eggs") == stem("egg")
+    assert stem("batteries") == stem("battery")
+
+
+def test_field_keys_keep_look_alike_prefixes_apart() -> None:
+    assert stem("interest") == stem("interview")  # the match key is coarse on purpose
+    assert not fields(field_key("interest")) & fields(field_key("interview"))
+
+
+def test_keywords_cut_possessives_elisions_and_keep_units() -> None:
+    assert keywords("my sister's wedding speech") == ("sister", "wedding", "speech")
+    assert keywords("l'entretien d'embauche") == ("entretien", "embauche")
+    assert keywords("16gb and 3.5kg, 2024") == ("gb", "kg")
+
+
+def test_everyday_words_count_half() -> None:
+    assert weight(stem("people")) == pytest.approx(0.5)
+    assert weight(stem("shutter")) == 1.0
+    assert overlap(["city", "banana"], stems(["city"])) == pytest.approx(0.5 / 1.5)
+    assert substance(["people", "city", "shutter"]) == pytest.approx(2.0)
+
+
+def test_field_words_link_only_once_the_session_fills_the_field() -> None:
+    cycling = Profile.of([["bike", "commute"], ["route", "climb"]])
+    assert overlap(["tyre"], cycling) == 1.0
+    one_word = Profile.of([["bike", "weekend"], ["holidays"]])
+    assert overlap(["tyre"], one_word) == 0.0
+
+
+def test_compound_containing_a_recent_stem_links() -> None:
+    cellar = Profile.of([["keller", "feucht"], ["fenster"]])
+    assert overlap(["luftentfeuchter"], cellar) == 1.0
+    assert overlap(["wandfarbe"], cellar) == 0.0
+
+
+def test_new_field_word_keeps_a_follow_up_on_topic() -> None:
+    messages = [
+        "I'm commuting 15 km to work by bike from next month",
+        "The route has a long climb at the end",
+        "I own an old steel road bike with 8 speeds",
+        "What tyre width makes sense for rough city streets?",
+    ]
+    assert judge_conversation(messages).suggestion is None
+    messages[-1] = "What's a good podcast about the history of the Roman empire?"
+    assert judge_conversation(messages).suggestion == "clear"
+
+
+def test_message_must_be_substantive_to_be_judged() -> None:
+    assert analyze("How long to boil eggs?", SOURDOUGH_LONG).overlap is None  # 2 keywords
+    judged = analyze("How long should I boil eggs for soft yolks?", SOURDOUGH_LONG)
+    assert judged.overlap is not None
+
+
+def test_quoting_someone_is_not_a_topic_shift() -> None:
+    text = 'My landlord wrote "the deposit stays with me", what documents does a tenant need?'
+    assert not analyze(text, SOURDOUGH_LONG).topic_shift
+    assert analyze(text.replace('"', ""), SOURDOUGH_LONG).topic_shift
+
+
+SOURDOUGH_LONG = [
+    ["sourdough", "bread", "weekend"],
+    ["starter", "five", "days", "doubles", "hours"],
+    ["hydration", "loaf", "flour"],
+]

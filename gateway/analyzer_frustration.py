@@ -1,0 +1,145 @@
+"""Frustration patterns of the context analyzer: complaints about the conversation itself.
+
+Phrases like "forget that", "that's not what I asked", "you're not listening", "ti ho già
+detto", "você não está me ouvindo", matched in clause-initial position or as fixed complaints
+in English, German, French, Spanish, Italian, Portuguese, Russian and Japanese. Quoted text and
+code are blanked out first (somebody else's words), and a complaint inside a task ("translate
+…", "write a reply saying …") does not count. Every pattern is compiled once at import.
+"""
+
+from __future__ import annotations
+
+import re
+
+_APOS = "['’]"
+
+
+def rx(pattern: str) -> re.Pattern[str]:
+    """Case-insensitive pattern in which an apostrophe also matches a curly one."""
+    return re.compile(pattern.replace("'", _APOS), re.IGNORECASE)
+
+
+# Quoted or code text is somebody else's words: blank it before looking for complaints.
+_QUOTED = re.compile(
+    r'"[^"\n]*"|“[^”\n]*”|„[^“”\n]*[“”]|«[^»\n]*»|‘[^’\n]*’(?!\w)|`[^`]*`|^\s*>.*$',
+    re.MULTILINE,
+)
+# Start of a clause, plus interjections people put in front of a complaint.
+_LEAD = (
+    r"(?:^|[.!?;:\n]\s*|,\s*|\s[-—–]\s*)"
+    r"(?:(?:no+|nope|ugh+|argh+|sigh|ok(?:ay)?|oh|just|please|pls|god|man|look|listen|seriously"
+    r"|stop|dude|come on|hey|again|honestly|nein|non|mais|bueno|pues|nee)[,!.]*\s+)*"
+)
+_CLAUSE_PHRASES = (
+    r"forget (?:it|that|this|all (?:of )?(?:that|this)|everything(?: (?:i|we) (?:said|discussed))?"
+    r"|what i (?:said|asked|wrote))\b(?! (?:to|when|in|on|at|file|folder|key|entry))",
+    r"(?:let's |can we |could we |we should |i want to |i'd like to |just )?"
+    r"(?:start (?:over|again|afresh|fresh|from scratch)|begin again)"
+    r"\s*(?:$|[.!?,;]|please\b|then\b)",
+    r"(?:let's |can we |could we |please )?(?:just )?(?:reset|restart|wipe|clear)"
+    r" (?:the|this|our|my|your) (?:conversation|chat|context|thread|discussion|memory|history)"
+    r"(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b|for me\b))",
+    r"i give up(?: on (?:this|it|you))?\s*(?:$|[.!?,;])|i(?:'m| am) (?:giving up|done with this)\b",
+    r"забудь (?:это|всё|все|про это)|(?:давай )?начн[её]м (?:сначала|заново)",
+    r"no,? i (?:said|meant|asked|wrote)\b",
+    r"i (?:already|just) (?:said|told you|explained|asked)\b",
+    r"as i (?:already |just )?(?:said|told you|mentioned) (?:before|already|earlier|twice)\b",
+    r"wrong again\b",
+    r"still (?:wrong|not (?:right|it|what i (?:asked|meant|want(?:ed)?)))\b",
+    r"vergiss (?:das|es|alles)\b",
+    r"(?:lass uns |wir )?(?:fang(?:en)? (?:wir )?)?(?:noch ?mal )?von vorne"
+    r"(?: an(?:fangen)?)?\s*(?:$|[.!?,])",
+    r"oublie (?:ça|ca|tout|cela)\b",
+    r"(?:on )?recommen[cç]ons\b|reprenons (?:depuis le début|à zéro|a zero)\b",
+    r"olvida (?:eso|esto|todo|lo que (?:dije|te dije))\b",
+    r"(?:empecemos|empezemos|volvamos a empezar) de (?:nuevo|cero)\b",
+    r"(?:lascia(?:mo)? perdere|laisse tomber|déjalo|olvídalo|esquece(?: isso)?|esqueça"
+    r"|deixa (?:pra|para) lá|lass (?:es )?gut sein)\s*(?:$|[.!?,;])",
+    r"dimentica (?:tutto|questo|quello che ho (?:detto|scritto))\b"
+    r"|ricominciamo(?: da capo| da zero| daccapo)?\s*(?:$|[.!?,;])",
+    r"(?:esquece|esqueça) (?:tudo|o que eu (?:disse|falei))\b"
+    r"|(?:vamos )?(?:começar de novo|recomeçar(?: do zero)?)\s*(?:$|[.!?,;])",
+)
+# Complaints that are unambiguous wherever they appear.
+_ANYWHERE_PHRASES = (
+    r"(?<!\bif )(?<!when )(?<!whether )(?<!unless )(?<!case )"
+    r"(?:you're|you are|ur|you've been) (?:still |clearly |obviously |totally |completely )?"
+    r"(?:confused|wrong|not listening|not getting it|not understanding|not reading"
+    r"|missing the point|making (?:this|that|things|stuff) up|going in circles|useless|hopeless"
+    r"|ignoring (?:me|what i|my))",
+    r"you (?:don't|do not|didn't|did not|aren't|are not|never) (?:understand|get it|listen"
+    r"|read (?:my|what)|answer(?:ed)? (?:my|the) question|paying attention)",
+    r"you keep (?:on )?\w+ing\b|contradicting yourself\b",
+    r"(?:that's|that is|this is|this isn't|that isn't|it's) (?:not|nothing like) what i"
+    r" (?:asked|said|meant|wanted|requested)\b",
+    r"not what i (?:asked|meant) for\b|^not what i (?:asked|meant)\b",
+    r"what are you (?:even )?talking about\b",
+    r"(?:clear|wipe|reset|erase) your (?:memory|context)\b",
+    r"ты (?:меня )?(?:не понимаешь|не слушаешь)|я (?:же )?(?:уже )?(?:сказал|говорил)[аи]?\b",
+    r"are you (?:even )?(?:listening|reading)\b|did you (?:even )?read (?:my|what)\b",
+    r"how many times (?:do|must|should|have) i\b",
+    r"i (?:told|asked) you (?:already|before|twice|three times|that already)\b",
+    r"(?:this|that|it) is (?:going nowhere|pointless|useless|hopeless|ridiculous|so frustrating)\b"
+    r"|(?:this|that)'s (?:going nowhere|pointless|useless|hopeless|ridiculous|so frustrating)\b",
+    r"(?:we're|we are) going (?:around |round )?in circles\b",
+    r"stop (?:repeating yourself|making (?:stuff|things) up|apologi[sz]ing and)\b",
+    r"(?:this|that) (?:is not|isn't) helping\b",
+    r"(?:that's|that is) (?:completely|totally|still|just) wrong\b",
+    r"du (?:verstehst|hörst) (?:mich |mir )?(?:nicht|überhaupt nicht)\b"
+    r"|das (?:habe|hab) ich nicht (?:gefragt|gesagt|gemeint)\b",
+    r"tu ne (?:comprends|m'écoutes) (?:pas|rien)\b|ce n'est pas ce que j'ai (?:demandé|dit)\b",
+    r"no me (?:entiendes|escuchas)\b|(?:eso )?no es lo que (?:te )?(?:pregunté|pedí|dije)\b",
+    r"(?<!\bif )(?<!when )(?<!whether )(?<!unless )you(?:'re| are) (?:still |again |now )?"
+    r"(?:confusing \w+(?: \w+)? (?:with|and)\b"
+    r"|mixing (?:up|\w+ up)\b|not paying attention|misunderstanding (?:me|everything|what)"
+    r"|repeating yourself|overcomplicating (?:this|it))",
+    r"you (?:completely |totally )?(?:misunderstood|misread|misunderstand)"
+    r" (?:me|everything|my|what|the question)\b",
+    r"you (?:still )?(?:haven't|have not) (?:answered|read|understood) (?:my|the|what)\b",
+    r"i(?:'ve| have)? (?:gave|given|told|sent|showed|shown) you (?:\w+ ){0,4}"
+    r"(?:twice|three times|already|before)\b",
+    r"i(?:'ve| have)? (?:said|mentioned|written|explained) (?:\w+ ){0,4}(?:twice|three times)\b",
+    r"read (?:my|the) (?:last |previous )?(?:message|question|messages) again\b",
+    r"(?<!come )(?:te l'ho|ti ho) (?:già )?(?:detto|scritto|spiegato)\b"
+    r"|non mi (?:ascolti|capisci|stai ascoltando)\b|non (?:hai capito|capisci) (?:niente|nulla)\b"
+    r"|non è (?:quello|ciò) che ho (?:chiesto|detto)\b|sei (?:confuso|confusa)\b"
+    r"|(?:ancora|di nuovo) sbagliato\b|non stai ascoltando\b",
+    r"(?<!como )(?:eu )?já (?:te )?(?:disse|falei|expliquei)\b"
+    r"|você não (?:está )?(?:entende|entendeu|me ouve|ouvindo|escutando|lendo)\b"
+    r"|não (?:foi|é) isso que (?:eu )?(?:pedi|perguntei|disse)\b|você está confus[oa]\b"
+    r"|(?:errado de novo|de novo errado)\b",
+    r"(?<!como )ya te (?:lo )?(?:dije|he dicho|expliqué)\b|no (?:has entendido|entiendes) nada\b"
+    r"|estás confundid[oa]\b|no me estás escuchando\b|otra vez mal\b",
+    r"(?<!comme )je (?:te )?l'ai déjà dit\b|(?<!comme )je t'ai déjà dit\b"
+    r"|tu n'as rien compris\b|on tourne en rond\b|tu te trompes encore\b",
+    r"(?:habe|hab) ich (?:dir )?(?:doch )?(?:schon|bereits) (?:gesagt|geschrieben|erklärt)\b"
+    r"|du hörst (?:mir )?nicht zu\b|schon wieder falsch\b|wir drehen uns im kreis\b",
+    r"ты не (?:слушаешь|понял|поняла)|опять не то\b|я же (?:писал|писала)\b",
+)
+# Japanese has no spaces, so its phrases cannot wait for a word boundary.
+_JAPANESE = r"そういう意味じゃな|そうじゃなくて|最初からやり直|話を聞いてな"
+# The word boundary in front of the fixed complaints lets the engine skip positions inside
+# words: the per-message cost is dominated by this one search.
+_FRUSTRATION = rx(
+    f"(?:{_LEAD}(?:{'|'.join(_CLAUSE_PHRASES)}))"
+    f"|\\b(?:{'|'.join(_ANYWHERE_PHRASES)})|(?:{_JAPANESE})"
+)
+# A complaint inside a task ("translate …", "write a reply saying …") is not about us.
+_REPORTING = rx(
+    r"\b(?:translate|translation|saying|says|quote|draft|lyrics|song|title|called|phrase"
+    r"|meaning of|mean by|write (?:a|an|the|me)|reply (?:with|to)|respond (?:with|to)"
+    r"|how (?:do|would|can) (?:i|you) say|in (?:german|french|spanish|english)|grammar)\b"
+)
+
+
+def strip_quoted(text: str) -> str:
+    """The message with quoted text and code blanked out."""
+    return _QUOTED.sub(" ", text)
+
+
+def complains(plain: str) -> bool:
+    """Does `plain` (quotes already stripped) complain about the conversation?"""
+    for match in _FRUSTRATION.finditer(plain):
+        if not _REPORTING.search(plain, 0, match.start() + 1):
+            return True
+    return False
