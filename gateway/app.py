@@ -254,7 +254,7 @@ class App:
     def _steps(self) -> list[Step]:
         s = self.config.settings
         return [
-            dedupe_step(self.inbound_log),
+            dedupe_step(),
             auth_step(self.authorizer, self.inbound_log, self.replier),
             record_step(self.conversations, max_chars=s.router.max_message_chars),
             hooks_step(self.turn_hooks),

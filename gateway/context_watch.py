@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.analyzer import Analysis, Params, Suggestion, advance, analyze
@@ -70,7 +70,16 @@ class WatchState:
         return state
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # By hand: dataclasses.asdict deep-copies every keyword list (it showed in profiles).
+        return {
+            "recent": self.recent,
+            "topic_started_ms": self.topic_started_ms,
+            "messages": self.messages,
+            "last_suggestion_ms": self.last_suggestion_ms,
+            "last_suggestion_at": self.last_suggestion_at,
+            "last_command": self.last_command,
+            "followed": self.followed,
+        }
 
 
 def cooling_down(state: WatchState, now_ms: int, settings: AnalyzerSection) -> bool:

@@ -23,6 +23,7 @@ from gateway.errors import (
 from gateway.messages import ChatRef, Outbound
 from gateway.metrics import Metrics
 from gateway.ports import Channel, Clock
+from vault.db import SyncBody
 from vault.outbox import Outbox, OutboxRow
 
 log = logging.getLogger(__name__)
@@ -61,11 +62,14 @@ class Delivery:
         self.backoff_max_s = backoff_max_s
         self.on_unreachable = on_unreachable
 
-    async def deliver(self, out: Outbound) -> DeliveryResult:
+    async def deliver(
+        self, out: Outbound, *, on_sent: SyncBody[None] | None = None
+    ) -> DeliveryResult:
+        """Send `out`; `on_sent` runs in the transaction that marks the row sent."""
         row = await self.outbox.enqueue(out, self.clock.now_ms(), status="sending")
         if not row.created:
             return DeliveryResult("duplicate", row.id)
-        return await self._attempts(row)
+        return await self._attempts(row, on_sent)
 
     async def deliver_pending(self, row_id: int, out: Outbound) -> DeliveryResult:
         """Send a row another component wrote as `pending` (in its own transaction)."""
@@ -85,13 +89,17 @@ class Delivery:
         for row in await self.outbox.due(self.clock.now_ms()):
             await self.deliver_pending(row.id, row.outbound)
 
-    async def _attempts(self, row: OutboxRow) -> DeliveryResult:
-        result = await self._attempt_until_settled(row)
+    async def _attempts(
+        self, row: OutboxRow, on_sent: SyncBody[None] | None = None
+    ) -> DeliveryResult:
+        result = await self._attempt_until_settled(row, on_sent)
         out = row.outbound
         self.metrics.outbound.inc(out.chat.channel, out.kind.value, result.status)
         return result
 
-    async def _attempt_until_settled(self, row: OutboxRow) -> DeliveryResult:
+    async def _attempt_until_settled(
+        self, row: OutboxRow, on_sent: SyncBody[None] | None
+    ) -> DeliveryResult:
         out = row.outbound
         channel = self.channels.get(out.chat.channel)
         if channel is None:
@@ -134,7 +142,9 @@ class Delivery:
                 await self.outbox.mark_uncertain(row.id, f"unexpected {type(exc).__name__}")
                 self.metrics.outbound.inc(out.chat.channel, out.kind.value, "uncertain")
                 raise DeliveryUncertain(f"send failed unexpectedly: {type(exc).__name__}") from exc
-            await self.outbox.mark_sent(row.id, receipt.platform_message_ids, self.clock.now_ms())
+            await self.outbox.mark_sent(
+                row.id, receipt.platform_message_ids, self.clock.now_ms(), also=on_sent
+            )
             return DeliveryResult("sent", row.id, receipt.platform_message_ids)
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:

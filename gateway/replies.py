@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from gateway.context import estimate_tokens
 from gateway.delivery import Delivery, DeliveryResult
 from gateway.messages import ChatRef, Outbound, OutboundKind
 from gateway.ports import Channel, Clock
-from vault.conversations import Conversations
+from vault.conversations import Conversations, insert_message
 
 if TYPE_CHECKING:
     from gateway.router import Turn
@@ -68,15 +69,33 @@ class Replier:
             reply_to=inbound.message_id or None,
             kind=out_kind,
         )
-        result = await self.delivery.deliver(out)
         recorded = turn.recorded
-        if recorded is not None and result.status in ("sent", "uncertain"):
+        tokens = estimate_tokens(text)
+        record = None
+        if recorded is not None:
+            # The reply enters the history in the transaction that marks it sent: the
+            # model's history always matches what the user saw.
+            def record(raw: sqlite3.Connection) -> None:
+                insert_message(
+                    raw,
+                    session=recorded.session_pk,
+                    chat=recorded.chat_pk,
+                    user=None,
+                    role="assistant",
+                    kind=kind,
+                    text=text,
+                    tokens=tokens,
+                    now_ms=self.clock.now_ms(),
+                )
+
+        result = await self.delivery.deliver(out, on_sent=record)
+        if recorded is not None and result.status == "uncertain":  # may have been seen
             await self.conversations.record_reply(
                 session=recorded.session_pk,
                 chat=recorded.chat_pk,
                 kind=kind,
                 text=text,
-                tokens=estimate_tokens(text),
+                tokens=tokens,
                 now_ms=self.clock.now_ms(),
             )
         return result

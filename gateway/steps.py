@@ -7,6 +7,7 @@ analyzer -> agent. Delivery happens inside the steps that answer, through the `R
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -56,14 +57,30 @@ def dedupe_keys(turn: Turn) -> list[str]:
     return keys
 
 
-def dedupe_step(inbound_log: InboundLog) -> Step:
-    """The early, read-only check; the record step claims the keys atomically with the message."""
+RECENT_KEYS = 20_000
+
+
+def dedupe_step() -> Step:
+    """Drop redeliveries early, from memory; the record step's claim is the authority.
+
+    The record step claims a message's keys in the vault in the transaction that stores it,
+    so a redelivery after a restart is still caught there. This step only remembers the keys
+    of recently recorded messages, sparing the common retry (Slack's, a webhook's) a vault
+    round trip and the work before recording.
+    """
+    recent: OrderedDict[str, None] = OrderedDict()
 
     async def dedupe(turn: Turn, nxt: Next) -> None:
-        if await inbound_log.seen(dedupe_keys(turn)):
+        keys = dedupe_keys(turn)
+        if any(key in recent for key in keys):
             log.info("duplicate delivery of %s dropped", turn.inbound.message_id)
             return
         await nxt(turn)
+        if turn.recorded is not None:
+            for key in keys:
+                recent[key] = None
+            while len(recent) > RECENT_KEYS:
+                recent.popitem(last=False)
 
     return dedupe
 

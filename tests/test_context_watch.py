@@ -287,3 +287,11 @@ async def test_no_confirmation_call_without_a_confirm_model(harness: Harness) ->
     llm = harness.app.llm
     assert isinstance(llm, FakeLLM)
     assert [r.purpose for r in llm.requests] == ["chat"] * 4
+
+
+def test_state_json_has_every_field() -> None:
+    from dataclasses import asdict
+
+    state = WatchState(recent=[["tea", "kettle"]], messages=3, last_command="clear")
+    assert state.to_json() == asdict(state)
+    assert WatchState.from_json(state.to_json()) == state

@@ -239,17 +239,17 @@ async def test_a_failed_recording_does_not_swallow_the_redelivery(
 ) -> None:
     import vault.conversations as conversations
 
-    real = conversations.append_message
+    real = conversations.insert_message
     calls = 0
 
-    async def flaky(*args: object, **kwargs: object) -> int:
+    def flaky(*args: object, **kwargs: object) -> int:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise VaultError("disk I/O error")
-        return await real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(conversations, "append_message", flaky)
+    monkeypatch.setattr(conversations, "insert_message", flaky)
     await app.router.submit(inbound("important", message_id="7"))
     assert channel.texts() == [APOLOGY]
     await app.router.submit(inbound("important", message_id="7"))  # the platform redelivers

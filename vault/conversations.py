@@ -10,12 +10,13 @@ of the history the model sees.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.messages import ChatRef, Inbound, UserRef
 from vault.db import Tx, Vault
-from vault.inbound import claim_in
+from vault.inbound import claim
 
 HISTORY_KINDS = ("chat", "proactive")
 
@@ -57,8 +58,8 @@ class UserRow:
     last_seen_ms: int
 
 
-async def upsert_user(tx: Tx, user: UserRef, now_ms: int) -> Any:
-    return await tx.fetchone(
+def _upsert_user(raw: sqlite3.Connection, user: UserRef, now_ms: int) -> Any:
+    return raw.execute(
         """INSERT INTO users (channel, user_id, display_name, first_seen_ms, last_seen_ms)
            VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (channel, user_id) DO UPDATE SET
@@ -67,28 +68,52 @@ async def upsert_user(tx: Tx, user: UserRef, now_ms: int) -> Any:
                               THEN excluded.display_name ELSE display_name END
            RETURNING id, timezone, settings""",
         (user.channel, user.user_id, user.display_name, now_ms, now_ms),
-    )
+    ).fetchone()
 
 
-async def chat_pk(tx: Tx, chat: ChatRef, kind: str, now_ms: int) -> int:
-    row = await tx.fetchone(
+def _chat_pk(raw: sqlite3.Connection, chat: ChatRef, kind: str, now_ms: int) -> int:
+    row = raw.execute(
         """INSERT INTO chats (channel, chat_id, thread_id, kind, created_ms) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (channel, chat_id, thread_id) DO UPDATE SET kind = kind
            RETURNING id""",
         (chat.channel, chat.chat_id, chat.thread_id or "", kind, now_ms),
-    )
-    assert row is not None
+    ).fetchone()
     return int(row[0])
 
 
-async def open_session(tx: Tx, chat: int, now_ms: int) -> Any:
+def _open_session(raw: sqlite3.Connection, chat: int, now_ms: int) -> Any:
     """The chat's open session, created if there is none (one statement: get-or-create)."""
-    return await tx.fetchone(
+    return raw.execute(
         """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
            ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat
            RETURNING id, summary, started_ms, analyzer_state""",
         (chat, now_ms),
+    ).fetchone()
+
+
+INSERT_MESSAGE = """INSERT INTO messages (session, chat, user, role, kind, text, tokens,
+                                          platform_id, at_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
+def insert_message(
+    raw: sqlite3.Connection,
+    *,
+    session: int,
+    chat: int,
+    user: int | None,
+    role: str,
+    kind: str,
+    text: str,
+    tokens: int,
+    now_ms: int,
+    platform_id: str | None = None,
+) -> int:
+    """Append a message inside the caller's `Vault.run` transaction."""
+    cursor = raw.execute(
+        INSERT_MESSAGE, (session, chat, user, role, kind, text, tokens, platform_id, now_ms)
     )
+    return int(cursor.lastrowid or 0)
 
 
 async def append_message(
@@ -105,9 +130,7 @@ async def append_message(
     platform_id: str | None = None,
 ) -> int:
     return await tx.execute(
-        """INSERT INTO messages (session, chat, user, role, kind, text, tokens, platform_id, at_ms)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        (session, chat, user, role, kind, text, tokens, platform_id, now_ms),
+        INSERT_MESSAGE, (session, chat, user, role, kind, text, tokens, platform_id, now_ms)
     )
 
 
@@ -129,16 +152,16 @@ class Conversations:
         """Record a user's message and claim its dedupe keys atomically; None if a duplicate."""
         ref = inbound.chat
         cache_key = (ref.channel, ref.chat_id, ref.thread_id or "")
-        async with self.vault.transaction() as tx:
-            if not await claim_in(tx, dedupe_keys, now_ms):
+        cached_chat = self._chat_pks.get(cache_key)
+
+        def record(raw: sqlite3.Connection) -> tuple[Any, int, Any, int] | None:
+            if not claim(raw, dedupe_keys, now_ms):
                 return None
-            user = await upsert_user(tx, inbound.user, now_ms)
-            chat = self._chat_pks.get(cache_key)
-            if chat is None:
-                chat = await chat_pk(tx, ref, inbound.kind.value, now_ms)
-            session = await open_session(tx, chat, now_ms)
-            message = await append_message(
-                tx,
+            user = _upsert_user(raw, inbound.user, now_ms)
+            chat = cached_chat or _chat_pk(raw, ref, inbound.kind.value, now_ms)
+            session = _open_session(raw, chat, now_ms)
+            message = insert_message(
+                raw,
                 session=session["id"],
                 chat=chat,
                 user=user["id"],
@@ -149,6 +172,12 @@ class Conversations:
                 now_ms=now_ms,
                 platform_id=inbound.message_id or None,
             )
+            return user, chat, session, message
+
+        done = await self.vault.run(record)
+        if done is None:
+            return None
+        user, chat, session, message = done
         self._chat_pks[cache_key] = chat  # only once committed: a rollback would undo the row
         return Recorded(
             user_pk=user["id"],

@@ -3,29 +3,30 @@
 Keys are namespaced strings such as `telegram:update:123` or `slack:ts:C1:1700000000.1234`.
 A message's keys are claimed in the same transaction that records the message
 (`vault.conversations`), so a crash leaves either both or neither: a redelivery after a crash
-is handled, never silently dropped. `seen()` is the cheap early check the router does first.
+is handled, never silently dropped.
 The same table also holds "once per period" markers (e.g. the daily not-authorized notice),
 which are the same problem: remember that something happened, atomically.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
-from vault.db import Tx, Vault
+from vault.db import Vault
 
 
-async def claim_in(tx: Tx, keys: Sequence[str], now_ms: int) -> bool:
+def claim(raw: sqlite3.Connection, keys: Sequence[str], now_ms: int) -> bool:
     """Insert every key inside the caller's transaction; True only if none existed."""
     unique = list(dict.fromkeys(keys))
     if not unique:
         return True
     values = ",".join("(?, ?)" for _ in unique)
-    inserted = await tx.fetchall(
+    inserted = raw.execute(
         f"""INSERT INTO inbound_seen (key, seen_ms) VALUES {values}
             ON CONFLICT (key) DO NOTHING RETURNING key""",
         [item for key in unique for item in (key, now_ms)],
-    )
+    ).fetchall()
     return len(inserted) == len(unique)
 
 
@@ -33,20 +34,9 @@ class InboundLog:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
-    async def seen(self, keys: Sequence[str]) -> bool:
-        """True if any of the keys was claimed before (a read; claims happen when recording)."""
-        if not keys:
-            return False
-        placeholders = ",".join("?" * len(keys))
-        found = await self.vault.scalar(
-            f"SELECT 1 FROM inbound_seen WHERE key IN ({placeholders}) LIMIT 1", tuple(keys)
-        )
-        return found is not None
-
     async def first_sighting(self, keys: Sequence[str], now_ms: int) -> bool:
         """Claim the keys on their own; True only if none of them had been seen before."""
-        async with self.vault.writer() as tx:  # one INSERT, atomic on its own
-            return await claim_in(tx, keys, now_ms)
+        return await self.vault.run(lambda raw: claim(raw, keys, now_ms))
 
     async def purge(self, older_than_ms: int) -> int:
         return await self.vault.write_rowcount(

@@ -29,15 +29,21 @@ def fts_query(text: str) -> str:
 
 
 class Memories:
+    """Use one instance per vault: it remembers which users have no memories at all, so the
+    context pipeline skips the search for them (most users, most messages)."""
+
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
+        self._has_any: dict[int, bool] = {}
 
     async def remember(self, user: int, text: str, now_ms: int) -> int:
         async with self.vault.transaction() as tx:  # the FTS trigger writes a second table
-            return await tx.execute(
+            memory_id = await tx.execute(
                 "INSERT INTO memories (user, text, created_ms) VALUES (?, ?, ?)",
                 (user, text, now_ms),
             )
+        self._has_any[user] = True
+        return memory_id
 
     async def listing(self, user: int, limit: int = 50) -> list[Memory]:
         rows = await self.vault.fetchall(
@@ -49,6 +55,14 @@ class Memories:
     async def search(self, user: int, query: str, limit: int = 5) -> list[Memory]:
         match = fts_query(query)
         if not match:
+            return []
+        if user not in self._has_any:
+            self._has_any[user] = bool(
+                await self.vault.scalar(
+                    "SELECT EXISTS (SELECT 1 FROM memories WHERE user = ?)", (user,)
+                )
+            )
+        if not self._has_any[user]:
             return []
         rows = await self.vault.fetchall(
             """SELECT m.id, m.text, m.created_ms FROM memories_fts f
@@ -63,6 +77,7 @@ class Memories:
             deleted = await tx.execute_rowcount(
                 "DELETE FROM memories WHERE id = ? AND user = ?", (memory_id, user)
             )
+        self._has_any.pop(user, None)  # maybe that was the last one: ask again next time
         return deleted > 0
 
     async def count(self, user: int) -> int:

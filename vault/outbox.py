@@ -10,11 +10,12 @@ visible gap. The unique idempotency key makes a second enqueue of the same messa
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.messages import ChatRef, Outbound, OutboundKind
-from vault.db import Row, Tx, Vault
+from vault.db import Row, SyncBody, Tx, Vault
 
 TERMINAL = ("sent", "failed", "uncertain")
 
@@ -100,10 +101,28 @@ class Outbox:
         )
         return changed == 1
 
-    async def mark_sent(self, row_id: int, platform_ids: Sequence[str], now_ms: int) -> None:
-        await self._set(
-            row_id, "sent", None, sent_ms=now_ms, platform_ids=json.dumps(list(platform_ids))
-        )
+    async def mark_sent(
+        self,
+        row_id: int,
+        platform_ids: Sequence[str],
+        now_ms: int,
+        *,
+        also: SyncBody[None] | None = None,
+    ) -> None:
+        """Mark delivered; `also` runs in the same transaction (e.g. recording the reply)."""
+        ids = json.dumps(list(platform_ids))
+        if also is None:
+            await self._set(row_id, "sent", None, sent_ms=now_ms, platform_ids=ids)
+            return
+
+        def sent(raw: sqlite3.Connection) -> None:
+            raw.execute(
+                "UPDATE outbox SET status = 'sent', sent_ms = ?, platform_ids = ? WHERE id = ?",
+                (now_ms, ids, row_id),
+            )
+            also(raw)
+
+        await self.vault.run(sent)
 
     async def mark_retry(self, row_id: int, error: str, next_attempt_ms: int) -> None:
         await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)
