@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -49,12 +50,20 @@ from gateway.steps import (
     record_step,
 )
 from gateway.tools import ToolRegistry
+from proactive.commands import ProactiveCommands
+from proactive.engine import Engine, EngineConfig
+from proactive.execute import Executor
+from proactive.policy import PolicyConfig
+from proactive.provider import ProactiveProvider, engagement_hook
+from proactive.tools import ProactiveTools
 from vault.conversations import Conversations
 from vault.db import Vault
 from vault.inbound import InboundLog
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
+from vault.proactive import ProactiveStore
+from vault.proactive_log import ProactiveLog
 from vault.usage import UsageLog
 
 log = logging.getLogger(__name__)
@@ -191,7 +200,58 @@ class App:
             max_concurrency=s.router.max_concurrency,
             drain_timeout_s=s.router.drain_timeout_s,
         )
+        self._build_proactive()
         await self.delivery.recover()
+
+    def _build_proactive(self) -> None:
+        """Commands and engagement always; tools, context and the engine when enabled."""
+        s = self.config.settings.proactive
+        policy = PolicyConfig.from_section(s)
+        self.proactive_store = ProactiveStore(self.vault)
+        self.proactive_log = ProactiveLog(self.vault)
+        self.commands.register(
+            *ProactiveCommands(
+                conversations=self.conversations,
+                store=self.proactive_store,
+                plog=self.proactive_log,
+                policy=policy,
+            ).commands()
+        )
+        self.turn_hooks.append(engagement_hook(self.proactive_log))
+        self.proactive_engine: Engine | None = None
+        if not s.enabled:
+            return
+        executor = Executor(
+            store=self.proactive_store,
+            plog=self.proactive_log,
+            memories=self.memories,
+            call_model=self.agent.call,
+            deliver=self.delivery.deliver_pending,
+            chat_lock=self.router.chat_lock,
+            clock=self.clock,
+            policy=policy,
+            rng=random.Random(),
+        )
+        engine = Engine(
+            vault=self.vault,
+            store=self.proactive_store,
+            executor=executor,
+            clock=self.clock,
+            config=EngineConfig.from_section(s),
+        )
+        self.proactive_engine = engine
+        self.tools.register(
+            *ProactiveTools(
+                store=self.proactive_store,
+                plog=self.proactive_log,
+                policy=policy,
+                default_confidence=s.default_confidence,
+                wake=engine.wake,
+                scan=engine.scan,
+            ).tools()
+        )
+        self.pipeline.register(ProactiveProvider(self.proactive_store, self.proactive_log, policy))
+        self.background.append(engine.run)
 
     def _steps(self) -> list[Step]:
         s = self.config.settings

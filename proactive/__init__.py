@@ -1,0 +1,1 @@
+"""Proactive follow-ups: policy, gate, execution engine, the model's tools, commands, simulator."""
