@@ -71,7 +71,7 @@ class SendResult(Protocol):
 Deliver = Callable[[int, Outbound], Awaitable[SendResult]]
 
 
-async def _no_probe(step: str, item: Item) -> None:
+async def no_probe(step: str, item: Item) -> None:
     return None
 
 
@@ -86,7 +86,7 @@ class Executor:
     clock: Clock
     policy: PolicyConfig
     rng: random.Random
-    probe: Probe = _no_probe
+    probe: Probe = no_probe
 
     def jitter(self) -> int:
         return self.rng.randrange(self.policy.jitter_max_ms + 1)
