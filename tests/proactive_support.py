@@ -128,7 +128,9 @@ class Harness:
         )  # fmt: skip
 
     async def status(self, intent_id: int, table: str = "proactive_intents") -> str:
-        return str(await self.vault.scalar(f"SELECT status FROM {table} WHERE id = ?", (intent_id,)))
+        return str(
+            await self.vault.scalar(f"SELECT status FROM {table} WHERE id = ?", (intent_id,))
+        )
 
     async def row(self, intent_id: int, table: str = "proactive_intents") -> dict[str, Any]:
         found = await self.vault.fetchone(f"SELECT * FROM {table} WHERE id = ?", (intent_id,))

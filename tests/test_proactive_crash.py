@@ -88,18 +88,16 @@ class FileChannel(MemoryChannel):
 @pytest.mark.slow
 async def test_sigkill_mid_tick_then_restart(tmp_path: Path) -> None:
     db, sends = tmp_path / "p.db", tmp_path / "sends.txt"
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(db), str(sends)],
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(CHILD), str(db), str(sends),
         stdout=subprocess.PIPE,
-        text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
-    )
+    )  # fmt: skip
     assert proc.stdout is not None
-    line = await asyncio.to_thread(proc.stdout.readline)
-    assert line.strip() == "SENDING", line
+    line = await proc.stdout.readline()
+    assert line.strip() == b"SENDING", line
     os.kill(proc.pid, signal.SIGKILL)
-    await asyncio.to_thread(proc.wait)
-    proc.stdout.close()
+    assert await proc.wait() == -signal.SIGKILL
     before = sends.read_text().split()
     assert len(before) == 3  # two delivered, the third reached the platform, then the kill
     async with harness(tmp_path, channel=FileChannel(sends), start="2026-01-10T13:00:00") as h:

@@ -7,8 +7,13 @@ import asyncio
 from pathlib import Path
 
 from gateway.errors import DeliveryPermanent, DeliveryTransient, DeliveryUncertain, ModelRejected
+from gateway.messages import ChatRef
 from proactive.policy import PolicyConfig
 from tests.proactive_support import DAY, HOUR, MIN, harness, utc_ms
+
+
+def _chat(user: str) -> ChatRef:
+    return ChatRef(channel="memory", chat_id=f"chat-{user}")
 
 
 async def test_send_records_everything_and_stores_no_meta_prompt(tmp_path: Path) -> None:
@@ -192,7 +197,7 @@ async def test_opted_out_user_is_skipped_and_unreachable_chat_fails(tmp_path: Pa
         await h.conversations.update_settings(user, {"proactive_enabled": False})
         skipped = await h.intent(user, chat)
         other, other_chat = await h.user("u2")
-        await h.vault.conn.execute("UPDATE chats SET unreachable_ms = 1 WHERE id = ?", (other_chat,))
+        await h.conversations.mark_unreachable(_chat("u2"), 1)
         failed = await h.intent(other, other_chat)
         await h.engine().tick()
         assert await h.status(skipped) == "skipped"
@@ -226,11 +231,12 @@ async def test_run_loop_executes_due_items_on_the_clock_and_stops_cleanly(
         h.send_decision("ping")
         task = asyncio.create_task(engine.run())
         for _ in range(5):
-            while h.clock.sleepers < 2:  # both loops are waiting on the clock
+            # Yield until both loops wait on the manual clock (no wall-clock time passes).
+            while h.clock.sleepers < 2:  # noqa: ASYNC110
                 await asyncio.sleep(0)
             h.clock.advance(60)
-        while await h.status(intent) in ("pending", "delivering"):
-            await asyncio.sleep(0)  # yields to the engine; no wall-clock waiting
+        while await h.status(intent) in ("pending", "delivering"):  # noqa: ASYNC110
+            await asyncio.sleep(0)
         assert h.channel.texts() == ["ping"]
         task.cancel()
         await asyncio.wait([task])
