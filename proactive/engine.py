@@ -143,6 +143,9 @@ class Engine:
         token = f"{self.name}:{self._run_id}:{self._ticks}"
         reconciled = await self.reconcile(token)
         now = self.clock.now_ms()
+        next_due = await self.store.next_due_ms()
+        if next_due is None or next_due > now:  # the common idle tick: reads only
+            return TickReport(0, 0, reconciled, {})
         expired = await self.store.expire_stale(now_ms=now, cutoff_ms=now - self.config.max_age_ms)
         items = await self.store.claim(
             now_ms=now, lease_ms=self.config.lease_ms, limit=self.config.max_per_tick, token=token
