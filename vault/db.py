@@ -53,13 +53,14 @@ class Tx:
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         await self._conn.executemany(sql, rows)
 
+    # One hop to the connection's worker thread instead of three (execute, fetch, close):
+    # per-statement thread hops dominate the cost of small queries.
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        async with self._conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self._conn.execute_fetchall(sql, params))
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
-        async with self._conn.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = await self._conn.execute_fetchall(sql, params)
+        return next(iter(rows), None)
 
     async def scalar(self, sql: str, params: Params = ()) -> Any:
         row = await self.fetchone(sql, params)
