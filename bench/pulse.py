@@ -75,7 +75,10 @@ class NoLock:
 def seed_users(db: sqlite3.Connection, n: int) -> None:
     db.executemany(
         "INSERT INTO users (id, channel, user_id, first_seen_ms, last_seen_ms) VALUES (?,?,?,?,?)",
-        ((i, "bench", f"u{i}", NOW - 60 * DAY_MS, NOW - (i % 20) * DAY_MS) for i in range(1, n + 1)),
+        (
+            (i, "bench", f"u{i}", NOW - 60 * DAY_MS, NOW - (i % 20) * DAY_MS)
+            for i in range(1, n + 1)
+        ),
     )
     db.executemany(
         "INSERT INTO chats (id, channel, chat_id, created_ms) VALUES (?,?,?,?)",

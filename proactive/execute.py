@@ -95,12 +95,12 @@ class Executor:
         """Run one claimed item; return its outcome for the tick report."""
         now = self.clock.now_ms()
         prefs = user_prefs(item.timezone, item.settings, self.policy)
-        counts = QuotaCounts(
-            user_today=await self.plog.sends_since(
-                user=item.user_pk, since_ms=local_day_start_ms(now, prefs.zone)
-            ),
-            global_today=await self.plog.sends_since(user=None, since_ms=utc_day_start_ms(now)),
+        mine, everyone = await self.plog.quota_used(
+            user=item.user_pk,
+            user_since_ms=local_day_start_ms(now, prefs.zone),
+            global_since_ms=utc_day_start_ms(now),
         )
+        counts = QuotaCounts(user_today=mine, global_today=everyone)
         candidate = Candidate(
             due_at=item.due_at,
             execute_at=item.execute_at,

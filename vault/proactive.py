@@ -122,6 +122,20 @@ class Delivering:
     text: str
 
 
+async def quota_used(
+    tx: Tx, *, user: int, user_since_ms: int, global_since_ms: int
+) -> tuple[int, int]:
+    """(the user's sends since their local midnight, everyone's since UTC midnight), one query."""
+    row = await tx.fetchone(
+        """SELECT coalesce(sum(user = ? AND sent_at >= ?), 0), coalesce(sum(sent_at >= ?), 0)
+           FROM proactive_log WHERE sent_at >= min(?, ?)
+             AND status IN ('delivering', 'sent', 'uncertain')""",
+        (user, user_since_ms, global_since_ms, user_since_ms, global_since_ms),
+    )
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 async def sends_since(tx: Tx, *, user: int | None, since_ms: int) -> int:
     """Proactive messages counted against a quota: sent, in flight, or possibly sent."""
     sql = """SELECT count(*) FROM proactive_log WHERE sent_at >= ?
@@ -304,13 +318,13 @@ class ProactiveStore:
         """Outbox row + log row + `delivering`, atomically. None: lost the claim or no quota."""
         table = TABLES[item.source]
         async with self.vault.transaction() as tx:
-            if quota is not None and (
-                await sends_since(tx, user=item.user_pk, since_ms=quota.user_since_ms)
-                >= quota.user_limit
-                or await sends_since(tx, user=None, since_ms=quota.global_since_ms)
-                >= quota.global_limit
-            ):
-                return None
+            if quota is not None:
+                mine, everyone = await quota_used(
+                    tx, user=item.user_pk, user_since_ms=quota.user_since_ms,
+                    global_since_ms=quota.global_since_ms,
+                )  # fmt: skip
+                if mine >= quota.user_limit or everyone >= quota.global_limit:
+                    return None
             row = await enqueue_in(tx, out, now_ms, status="pending")
             changed = await tx.execute_rowcount(
                 f"""UPDATE {table} SET status = 'delivering', outbox_id = ?, result = ?

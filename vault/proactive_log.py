@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vault.db import Vault
-from vault.proactive import sends_since
+from vault.proactive import quota_used, sends_since
 
 ENGAGEMENT_WINDOW_MS = 24 * 3600 * 1000
 RATE_WINDOW_MS = 30 * 24 * 3600 * 1000
@@ -40,6 +40,14 @@ class ProactiveLog:
     async def sends_since(self, *, user: int | None, since_ms: int) -> int:
         async with self.vault.reading() as tx:
             return await sends_since(tx, user=user, since_ms=since_ms)
+
+    async def quota_used(
+        self, *, user: int, user_since_ms: int, global_since_ms: int
+    ) -> tuple[int, int]:
+        async with self.vault.reading() as tx:
+            return await quota_used(
+                tx, user=user, user_since_ms=user_since_ms, global_since_ms=global_since_ms
+            )
 
     async def mark_engaged(self, user: int, now_ms: int) -> int:
         """The user wrote: engage their proactive messages of the last 24 h. Returns rows."""
