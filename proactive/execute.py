@@ -93,6 +93,7 @@ class Executor:
 
     async def process(self, item: Item) -> str:
         """Run one claimed item; return its outcome for the tick report."""
+        await self.probe("claimed", item)
         now = self.clock.now_ms()
         prefs = user_prefs(item.timezone, item.settings, self.policy)
         mine, everyone = await self.plog.quota_used(

@@ -18,8 +18,9 @@ from tests.fakes import MemoryChannel
 from tests.proactive_support import BlockingChannel, harness
 from vault.proactive import Item
 
-STEPS = ["policy", "gated", "delivering", "mid-send", "sent"]
+STEPS = ["claimed", "policy", "gated", "delivering", "mid-send", "sent"]
 EXPECTED_FIRST = {
+    "claimed": "sent",
     "policy": "sent",  # nothing was written: the item simply runs again
     "gated": "sent",
     "delivering": "sent",  # outbox row written, never attempted: sent once after take-over
