@@ -12,10 +12,10 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from proactive.policy import PolicyConfig, in_quiet_hours, local, user_prefs
+from proactive.policy import DAY_MS, PolicyConfig, in_quiet_hours, local, user_prefs
 from vault.db import Vault
 from vault.proactive import TRIGGER_TYPES
 from vault.proactive_log import ProactiveLog
@@ -51,6 +51,44 @@ async def _items(vault: Vault) -> dict[str, dict[str, Any]]:
     return {r[0]: dict(r) for r in rows}
 
 
+@dataclass
+class Tally:
+    """What the channel received, checked against quiet hours and quotas independently."""
+
+    quiet_violations: int = 0
+    quota_violations: int = 0
+    max_per_user_day: int = 0
+    per_hour: list[int] = field(default_factory=lambda: [0] * 24)
+    per_day: list[int] = field(default_factory=list)
+
+
+def tally(
+    sends: list[Send], items: dict[str, dict[str, Any]], policy: PolicyConfig, start_ms: int,
+    days: int,
+) -> Tally:  # fmt: skip
+    result = Tally(per_day=[0] * days)
+    per_user_day: Counter[tuple[int, str]] = Counter()
+    per_utc_day: Counter[int] = Counter()
+    for send in sends:
+        item = items[send.key]
+        prefs = user_prefs(item["timezone"], json.loads(item["settings"]), policy)
+        exempt = item["kind"] == "user_reminder" and item["exact_time"]
+        if not exempt and in_quiet_hours(send.at_ms, prefs.zone, prefs.quiet):
+            result.quiet_violations += 1
+        at = local(send.at_ms, prefs.zone)
+        result.per_hour[at.hour] += 1
+        index = (send.at_ms - start_ms) // DAY_MS
+        if 0 <= index < days:
+            result.per_day[index] += 1
+        if item["kind"] != "user_reminder":  # reminders are exempt from the quotas
+            per_user_day[(item["user"], at.date().isoformat())] += 1
+            per_utc_day[send.at_ms // DAY_MS] += 1
+    result.quota_violations = sum(n > policy.per_user_daily for n in per_user_day.values())
+    result.quota_violations += sum(n > policy.global_daily for n in per_utc_day.values())
+    result.max_per_user_day = max(per_user_day.values(), default=0)
+    return result
+
+
 async def build_report(
     vault: Vault,
     *,
@@ -63,29 +101,7 @@ async def build_report(
     plog: ProactiveLog,
     now_ms: int,
 ) -> dict[str, Any]:
-    items = await _items(vault)
-    quiet_violations = 0
-    per_user_day: Counter[tuple[int, str]] = Counter()
-    per_utc_day: Counter[str] = Counter()
-    per_hour = [0] * 24
-    per_day = [0] * days
-    for send in sends:
-        item = items[send.key]
-        prefs = user_prefs(item["timezone"], json.loads(item["settings"]), policy)
-        exempt = item["kind"] == "user_reminder" and item["exact_time"]
-        if not exempt and in_quiet_hours(send.at_ms, prefs.zone, prefs.quiet):
-            quiet_violations += 1
-        at = local(send.at_ms, prefs.zone)
-        per_hour[at.hour] += 1
-        index = (send.at_ms - start_ms) // 86_400_000
-        if 0 <= index < days:
-            per_day[index] += 1
-        if item["kind"] != "user_reminder":
-            per_user_day[(item["user"], at.date().isoformat())] += 1
-            per_utc_day[str(send.at_ms // 86_400_000)] += 1
-    quota_violations = sum(1 for n in per_user_day.values() if n > policy.per_user_daily) + sum(
-        1 for n in per_utc_day.values() if n > policy.global_daily
-    )
+    checked = tally(sends, await _items(vault), policy, start_ms, days)
     keys = [s.key for s in sends]
     intents = await _counts(vault, "proactive_intents", "status")
     deferred = await vault.scalar("SELECT count(*) FROM proactive_intents WHERE deferrals > 0")
@@ -111,14 +127,14 @@ async def build_report(
         "triggers": {t: by_type.get(t, 0) for t in TRIGGER_TYPES},
         "trigger_outcomes": await _counts(vault, "proactive_triggers", "status"),
         "messages_sent": len(sends),
-        "quiet_hour_violations": quiet_violations,
-        "quota_violations": quota_violations,
+        "quiet_hour_violations": checked.quiet_violations,
+        "quota_violations": checked.quota_violations,
         "duplicates": len(keys) - len(set(keys)),
         "non_terminal": int(non_terminal),
-        "max_sends_per_user_local_day": max(per_user_day.values(), default=0),
+        "max_sends_per_user_local_day": checked.max_per_user_day,
         "engagement_rate": None if rate is None else round(rate, 4),
-        "sends_per_local_hour": per_hour,
-        "sends_per_day": per_day,
+        "sends_per_local_hour": checked.per_hour,
+        "sends_per_day": checked.per_day,
     }
 
 

@@ -10,141 +10,42 @@ state in one transaction *before* the send, so a crash can never lead to a secon
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
-from gateway.messages import ChatRef, Outbound
+from gateway.messages import Outbound
 from vault.conversations import append_message, open_session
-from vault.db import Tx, Vault
+from vault.db import Vault
 from vault.outbox import enqueue_in
+from vault.proactive_items import (
+    ITEM_SELECT,
+    TABLES,
+    TARGET_COLUMNS,
+    TERMINAL,
+    TRIGGER_TYPES,
+    Delivering,
+    Item,
+    LostClaim,
+    QuotaCheck,
+    Source,
+    add_trigger_in,
+    item_from_row,
+    quota_used,
+    sends_since,
+)
 
-Source = Literal["intent", "trigger"]
-TABLES: dict[str, str] = {"intent": "proactive_intents", "trigger": "proactive_triggers"}
-TERMINAL = ("sent", "skipped", "expired", "cancelled", "failed", "uncertain")
-TRIGGER_TYPES = ("dormant_user", "unanswered", "engagement_drop", "external")
-
-_ITEM_SELECT = {
-    "intent": """SELECT 'intent' AS source, i.id, i.chat, i.user, i.what, i.why, i.confidence,
-        i.kind, i.exact_time, i.execute_at, i.due_at, i.created_at, i.attempts, i.deferrals,
-        i.claim, i.status""",
-    "trigger": """SELECT 'trigger' AS source, i.id, i.chat, i.user, i.context AS what,
-        i.type AS why, 1.0 AS confidence, i.type AS kind, 0 AS exact_time, i.execute_at,
-        i.due_at, i.created_at, i.attempts, i.deferrals, i.claim, i.status""",
-}
-_TARGET_COLUMNS = """, c.channel, c.chat_id, c.thread_id, c.unreachable_ms,
-        u.display_name, u.user_id, u.timezone, u.settings, u.last_seen_ms"""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Item:
-    """One claimed (or listed) intent or trigger, with what the engine needs to act on it."""
-
-    source: Source
-    id: int
-    chat_pk: int
-    user_pk: int
-    what: str
-    why: str
-    confidence: float
-    kind: str  # 'ai' | 'user_reminder' for intents, the trigger type for triggers
-    exact_time: bool
-    execute_at: int
-    due_at: int
-    created_at: int
-    attempts: int
-    deferrals: int
-    claim: str | None
-    status: str
-    chat: ChatRef
-    chat_unreachable: bool
-    user_name: str
-    timezone: str | None
-    settings: dict[str, Any]
-    last_seen_ms: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.source}:{self.id}"
-
-    @property
-    def is_reminder(self) -> bool:
-        return self.source == "intent" and self.kind == "user_reminder"
-
-
-def _item(row: Any) -> Item:
-    return Item(
-        source=row["source"],
-        id=row["id"],
-        chat_pk=row["chat"],
-        user_pk=row["user"],
-        what=row["what"],
-        why=row["why"],
-        confidence=float(row["confidence"]),
-        kind=row["kind"],
-        exact_time=bool(row["exact_time"]),
-        execute_at=row["execute_at"],
-        due_at=row["due_at"],
-        created_at=row["created_at"],
-        attempts=row["attempts"],
-        deferrals=row["deferrals"],
-        claim=row["claim"],
-        status=row["status"],
-        chat=ChatRef(
-            channel=row["channel"], chat_id=row["chat_id"], thread_id=row["thread_id"] or None
-        ),
-        chat_unreachable=row["unreachable_ms"] is not None,
-        user_name=row["display_name"] or row["user_id"],
-        timezone=row["timezone"],
-        settings=json.loads(row["settings"]),
-        last_seen_ms=row["last_seen_ms"],
-    )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QuotaCheck:
-    """Re-checked inside the delivery transaction, so two runs can't both take the last slot."""
-
-    user_since_ms: int
-    user_limit: int
-    global_since_ms: int
-    global_limit: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Delivering:
-    """A row in `delivering`, with the status of its outbox row, for reconciliation."""
-
-    item: Item
-    outbox_id: int
-    outbox_status: str
-    lease_until: int
-    text: str
-
-
-async def quota_used(
-    tx: Tx, *, user: int, user_since_ms: int, global_since_ms: int
-) -> tuple[int, int]:
-    """(the user's sends since their local midnight, everyone's since UTC midnight), one query."""
-    row = await tx.fetchone(
-        """SELECT coalesce(sum(user = ? AND sent_at >= ?), 0), coalesce(sum(sent_at >= ?), 0)
-           FROM proactive_log WHERE sent_at >= min(?, ?)
-             AND status IN ('delivering', 'sent', 'uncertain')""",
-        (user, user_since_ms, global_since_ms, user_since_ms, global_since_ms),
-    )
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
-async def sends_since(tx: Tx, *, user: int | None, since_ms: int) -> int:
-    """Proactive messages counted against a quota: sent, in flight, or possibly sent."""
-    sql = """SELECT count(*) FROM proactive_log WHERE sent_at >= ?
-             AND status IN ('delivering', 'sent', 'uncertain')"""
-    params: list[Any] = [since_ms]
-    if user is not None:
-        sql += " AND user = ?"
-        params.append(user)
-    return int(await tx.scalar(sql, params))
+__all__ = [
+    "TERMINAL",
+    "TRIGGER_TYPES",
+    "Delivering",
+    "Item",
+    "LostClaim",
+    "ProactiveStore",
+    "QuotaCheck",
+    "Source",
+    "quota_used",
+    "sends_since",
+]
 
 
 class ProactiveStore:
@@ -231,11 +132,11 @@ class ProactiveStore:
 
     async def _items(self, source: Source, where: str, params: tuple[Any, ...]) -> list[Item]:
         rows = await self.vault.fetchall(
-            f"""{_ITEM_SELECT[source]}{_TARGET_COLUMNS} FROM {TABLES[source]} i
+            f"""{ITEM_SELECT[source]}{TARGET_COLUMNS} FROM {TABLES[source]} i
                 JOIN chats c ON c.id = i.chat JOIN users u ON u.id = i.user WHERE {where}""",
             params,
         )
-        return [_item(r) for r in rows]
+        return [item_from_row(r) for r in rows]
 
     # -- the engine's side ----------------------------------------------------------------
     async def expire_stale(self, *, now_ms: int, cutoff_ms: int) -> int:
@@ -370,7 +271,7 @@ class ProactiveStore:
         found: list[Delivering] = []
         for source in ("intent", "trigger"):
             rows = await self.vault.fetchall(
-                f"""{_ITEM_SELECT[source]}{_TARGET_COLUMNS}, o.id AS outbox_id,
+                f"""{ITEM_SELECT[source]}{TARGET_COLUMNS}, o.id AS outbox_id,
                         o.status AS outbox_status, i.lease_until, i.result AS text
                     FROM {TABLES[source]} i JOIN chats c ON c.id = i.chat
                     JOIN users u ON u.id = i.user JOIN outbox o ON o.id = i.outbox_id
@@ -378,7 +279,7 @@ class ProactiveStore:
             )
             found += [
                 Delivering(
-                    item=_item(r),
+                    item=item_from_row(r),
                     outbox_id=r["outbox_id"],
                     outbox_status=r["outbox_status"],
                     lease_until=r["lease_until"] or 0,
@@ -425,17 +326,3 @@ class ProactiveStore:
             f"SELECT status, count(*) FROM {TABLES[source]} GROUP BY status"
         )
         return {str(r[0]): int(r[1]) for r in rows}
-
-
-class LostClaim(Exception):
-    """`begin_delivery` rolled back: the row changed hands (lease expired, taken over)."""
-
-
-async def add_trigger_in(tx: Tx, values: tuple[Any, ...]) -> int | None:
-    row = await tx.fetchone(
-        """INSERT OR IGNORE INTO proactive_triggers
-               (type, chat, user, context, source_key, execute_at, due_at, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
-        values,
-    )
-    return None if row is None else int(row[0])

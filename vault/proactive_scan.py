@@ -38,19 +38,8 @@ class ScanResult:
         return self.dormant_user + self.unanswered + self.engagement_drop
 
 
-async def scan(
-    vault: Vault,
-    *,
-    now_ms: int,
-    dormancy_ms: int,
-    unanswered_ms: int,
-    max_age_ms: int,
-    drop_ratio: float,
-    limit: int = 10_000,
-) -> ScanResult:
-    async with vault.transaction() as tx:
-        dormant = await tx.execute_rowcount(
-            f"""{_INSERT}
+# Users silent since `cutoff`, once per silence (keyed by the last_seen it started at).
+DORMANT = f"""{_INSERT}
                 SELECT 'dormant_user', chat, id, context, key, :now, :now, :now FROM (
                   SELECT u.id, {_DM_CHAT} AS chat,
                          'no message for ' || ((:now - u.last_seen_ms) / {DAY_MS}) || ' days'
@@ -61,11 +50,10 @@ async def scan(
                     AND NOT EXISTS (SELECT 1 FROM proactive_triggers t WHERE t.user = u.id
                         AND t.type = 'dormant_user' AND t.source_key = 'since:' || u.last_seen_ms)
                   LIMIT :limit)
-                WHERE chat IS NOT NULL""",
-            {"now": now_ms, "cutoff": now_ms - dormancy_ms, "limit": limit},
-        )
-        unanswered = await tx.execute_rowcount(
-            f"""{_INSERT}
+                WHERE chat IS NOT NULL"""
+
+# Chats whose last chat message is the assistant asking something, unanswered since `cutoff`.
+UNANSWERED = f"""{_INSERT}
                 SELECT 'unanswered', q.chat, u.id, 'you asked: ' || substr(q.text, 1, 300),
                        'msg:' || q.id, :now, :now, :now
                 FROM messages q JOIN chats c ON c.id = q.chat
@@ -76,16 +64,10 @@ async def scan(
                   AND q.role = 'assistant' AND q.kind = 'chat' AND rtrim(q.text) LIKE '%?'
                   AND q.at_ms < :cutoff AND q.at_ms >= :oldest
                   AND c.kind = 'dm' AND c.unreachable_ms IS NULL AND {_OPTED_IN}
-                LIMIT :limit""",
-            {
-                "now": now_ms,
-                "cutoff": now_ms - unanswered_ms,
-                "oldest": now_ms - unanswered_ms - max_age_ms,
-                "limit": limit,
-            },
-        )
-        drops = await tx.execute_rowcount(
-            f"""{_INSERT}
+                LIMIT :limit"""
+
+# Users whose last week is below `ratio` of their weekly average over the 4 weeks before.
+DROPS = f"""{_INSERT}
                 SELECT 'engagement_drop', chat, id, context, key, :now, :now, :now FROM (
                   SELECT u.id, {_DM_CHAT} AS chat,
                          'messages last week: ' || a.recent || ', weekly average before: '
@@ -98,13 +80,42 @@ async def scan(
                   WHERE a.earlier >= {4 * MIN_WEEKLY_MESSAGES}
                     AND a.recent < :ratio * a.earlier / 4.0 AND {_OPTED_IN}
                   LIMIT :limit)
-                WHERE chat IS NOT NULL""",
-            {
-                "now": now_ms,
-                "week": now_ms - WEEK_MS,
-                "start": now_ms - 5 * WEEK_MS,
-                "ratio": drop_ratio,
-                "limit": limit,
-            },
+                WHERE chat IS NOT NULL"""
+
+
+async def scan(
+    vault: Vault,
+    *,
+    now_ms: int,
+    dormancy_ms: int,
+    unanswered_ms: int,
+    max_age_ms: int,
+    drop_ratio: float,
+    limit: int = 10_000,
+) -> ScanResult:
+    """Run the three detectors in one transaction; at most `limit` new triggers each."""
+    async with vault.transaction() as tx:
+        return ScanResult(
+            await tx.execute_rowcount(
+                DORMANT, {"now": now_ms, "cutoff": now_ms - dormancy_ms, "limit": limit}
+            ),
+            await tx.execute_rowcount(
+                UNANSWERED,
+                {
+                    "now": now_ms,
+                    "cutoff": now_ms - unanswered_ms,
+                    "oldest": now_ms - unanswered_ms - max_age_ms,
+                    "limit": limit,
+                },
+            ),
+            await tx.execute_rowcount(
+                DROPS,
+                {
+                    "now": now_ms,
+                    "week": now_ms - WEEK_MS,
+                    "start": now_ms - 5 * WEEK_MS,
+                    "ratio": drop_ratio,
+                    "limit": limit,
+                },
+            ),
         )
-    return ScanResult(dormant, unanswered, drops)
