@@ -197,8 +197,9 @@ PROACTIVE = Migration(
             engaged_at INTEGER,
             UNIQUE (type, source_id)
         ) STRICT""",
-        "CREATE INDEX proactive_log_user ON proactive_log(user, sent_at)",
-        "CREATE INDEX proactive_log_time ON proactive_log(sent_at)",
+        # Covering indexes: quota counts read the index only, never the table.
+        "CREATE INDEX proactive_log_user ON proactive_log(user, sent_at, status)",
+        "CREATE INDEX proactive_log_time ON proactive_log(sent_at, status)",
     ),
 )
 

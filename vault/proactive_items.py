@@ -120,12 +120,13 @@ class Delivering:
 async def quota_used(
     tx: Tx, *, user: int, user_since_ms: int, global_since_ms: int
 ) -> tuple[int, int]:
-    """(the user's sends since their local midnight, everyone's since UTC midnight), one query."""
+    """(the user's sends since their local midnight, everyone's since UTC midnight)."""
     row = await tx.fetchone(
-        """SELECT coalesce(sum(user = ? AND sent_at >= ?), 0), coalesce(sum(sent_at >= ?), 0)
-           FROM proactive_log WHERE sent_at >= min(?, ?)
-             AND status IN ('delivering', 'sent', 'uncertain')""",
-        (user, user_since_ms, global_since_ms, user_since_ms, global_since_ms),
+        """SELECT (SELECT count(*) FROM proactive_log WHERE user = ? AND sent_at >= ?
+                     AND status IN ('delivering', 'sent', 'uncertain')),
+                  (SELECT count(*) FROM proactive_log WHERE sent_at >= ?
+                     AND status IN ('delivering', 'sent', 'uncertain'))""",
+        (user, user_since_ms, global_since_ms),
     )
     assert row is not None
     return int(row[0]), int(row[1])
