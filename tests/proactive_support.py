@@ -94,11 +94,14 @@ class Harness:
             self.send_decision(self.auto_send)
         return await self.llm.complete(request)
 
-    def engine(self, name: str = "engine", probe: Probe = no_probe, seed: int = 1) -> Engine:
+    def engine(
+        self, name: str = "engine", probe: Probe = no_probe, seed: int = 1,
+        locks: Locks | None = None,
+    ) -> Engine:  # fmt: skip
         executor = Executor(
             store=self.store, plog=self.plog, memories=Memories(self.vault),
             call_model=self.call_model, deliver=self.delivery.deliver_pending,
-            chat_lock=self.locks.hold, clock=self.clock, policy=self.policy,
+            chat_lock=(locks or self.locks).hold, clock=self.clock, policy=self.policy,
             rng=random.Random(seed), probe=probe,
         )  # fmt: skip
         return Engine(vault=self.vault, store=self.store, executor=executor, clock=self.clock,

@@ -15,7 +15,7 @@ import pytest
 
 from gateway.messages import Outbound, SentReceipt
 from tests.fakes import MemoryChannel
-from tests.proactive_support import BlockingChannel, harness
+from tests.proactive_support import BlockingChannel, Locks, harness
 from vault.proactive import Item
 
 STEPS = ["claimed", "policy", "gated", "delivering", "mid-send", "sent"]
@@ -110,3 +110,31 @@ async def test_sigkill_mid_tick_then_restart(tmp_path: Path) -> None:
         after = sends.read_text().split()
         assert len(after) == len(set(after)) == 5
         assert after[:3] == before
+
+
+async def test_a_hung_run_whose_lease_expired_cannot_send_after_the_take_over(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as h:
+        h.auto_send = "hello"
+        user, chat = await h.user("u1")
+        intent = await h.intent(user, chat)
+        hung, release = asyncio.Event(), asyncio.Event()
+
+        async def probe(name: str, item: Item) -> None:
+            if name == "gated":
+                hung.set()
+                await release.wait()
+
+        slow = asyncio.create_task(h.engine("slow", probe=probe).tick())
+        await hung.wait()
+        h.clock.advance(h.config.lease_ms / 1000 + 1)
+        # Another process: its own chat locks (the hung run holds this one's).
+        report = await h.engine("fast", locks=Locks()).tick()
+        assert report.outcomes == {"sent": 1}
+        release.set()
+        late = await slow
+        assert late.outcomes == {"lost": 1}
+        assert len(h.channel.sent) == 1
+        assert await h.status(intent) == "sent"
+        assert await h.vault.scalar("SELECT count(*) FROM outbox") == 1
