@@ -53,14 +53,13 @@ class Tx:
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         await self._conn.executemany(sql, rows)
 
-    # One hop to the connection's worker thread instead of three (execute, fetch, close):
-    # per-statement thread hops dominate the cost of small queries.
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        return list(await self._conn.execute_fetchall(sql, params))
+        async with self._conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
-        rows = await self._conn.execute_fetchall(sql, params)
-        return next(iter(rows), None)
+        async with self._conn.execute(sql, params) as cur:
+            return await cur.fetchone()
 
     async def scalar(self, sql: str, params: Params = ()) -> Any:
         row = await self.fetchone(sql, params)
