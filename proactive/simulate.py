@@ -219,6 +219,7 @@ class Simulation:
                     message_id=f"{user.name}:{when}"),
             kind="chat", tokens=1, now_ms=when,
         )  # fmt: skip
+        assert rec is not None  # no dedupe keys were given, so it is never a duplicate
         if not user.pk:
             user.pk, user.chat_pk = rec.user_pk, rec.chat_pk
             await self.conversations.set_timezone(rec.user_pk, user.zone)

@@ -116,6 +116,7 @@ class Harness:
             inbound(text, chat=chat or f"chat-{name}", user=name, kind=kind),
             kind="chat", tokens=1, now_ms=self.clock.now_ms(),
         )  # fmt: skip
+        assert rec is not None
         if tz is not None:
             await self.conversations.set_timezone(rec.user_pk, tz)
         return rec.user_pk, rec.chat_pk

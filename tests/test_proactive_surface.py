@@ -143,10 +143,8 @@ async def test_followups_cancel_and_why_after_a_send(
     assert app.proactive_engine is not None
     await app.proactive_engine.tick()
     assert channel.texts()[-1] == "Did the deploy work?"
-    gate_calls = await app.vault.scalar(
-        "SELECT count(*) FROM llm_calls WHERE purpose = 'proactive_gate'"
-    )
-    assert gate_calls == 1
+    gate = llm.requests[-1]
+    assert (gate.purpose, gate.tool_choice) == ("proactive_gate", "proactive_decision")
     await say(app, "/why")
     why = channel.texts()[-1]
     assert '"check the deploy" — because: user asked (confidence 0.90)' in why
