@@ -177,3 +177,35 @@ async def test_disabled_engine_registers_no_tools_and_no_background(tmp_path: Pa
         assert app.proactive_engine is None
         assert app.background == []
         assert "proactive" in app.commands.names()
+
+
+async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
+    llm, channel = FakeLLM(), MemoryChannel()
+    config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": ["memory:*"]})
+    clock = ManualClock()
+    clock.advance(12 * 3600)
+    async with App(config=config, channels=[channel], llm_override=llm, use_llm_override=True,
+                   clock=clock) as app:  # fmt: skip
+        assert app.proactive_engine is not None
+        llm.enqueue_tool("proactive_intent", {"what": "later", "delay_minutes": 600})
+        llm.enqueue_text("ok")
+        await say(app, "remind me much later")
+        llm.enqueue_tool("proactive_execute", {"id": 1})
+        llm.enqueue_text("no")
+        await say(app, "run it now")
+        assert last_tool_result(llm).is_error  # not an admin: the tool does not exist for them
+        llm.enqueue_tool("proactive_execute", {"id": 1})
+        llm.enqueue_text("done")
+        await say(app, "run follow-up 1 now", user="boss")
+        assert "runs at the next tick" in last_tool_result(llm).content
+        llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Now, as asked."})
+        assert (await app.proactive_engine.tick()).outcomes == {"sent": 1}
+        llm.enqueue_tool("proactive_engage", {"id": 1})
+        llm.enqueue_text("marked")
+        await say(app, "mark it engaged", user="boss")
+        assert not last_tool_result(llm).is_error
+        assert await app.proactive_log.engagement_rate(1, clock.now_ms()) == 1.0
+        llm.enqueue_tool("proactive_scan", {})
+        llm.enqueue_text("scanned")
+        await say(app, "scan", user="boss")
+        assert last_tool_result(llm).content.startswith("Scan done: 0 dormant")
