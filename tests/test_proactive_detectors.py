@@ -119,3 +119,30 @@ async def test_trigger_goes_through_policy_and_gate(tmp_path: Path) -> None:
         prompt = h.llm.requests[0].messages[0].parts[0].text  # type: ignore[union-attr]
         assert "gone quiet" in prompt
         assert await triggers(h) == [("dormant_user", 1, "sent")]
+
+
+async def test_why_explains_a_trigger(tmp_path: Path) -> None:
+    from proactive.commands import ProactiveCommands
+    from proactive.policy import PolicyConfig
+
+    async with harness(tmp_path) as h:
+        await write(h, "quiet", ago_ms=8 * DAY)
+        engine = h.engine()
+        await engine.scan()
+        h.send_decision("All good?")
+        await engine.tick()
+        commands = {c.name: c for c in ProactiveCommands(
+            conversations=h.conversations, store=h.store, plog=h.plog, policy=PolicyConfig(),
+        ).commands()}  # fmt: skip
+        from gateway.commands import CommandCall
+        from gateway.scope import Scope
+        from tests.fakes import inbound
+
+        msg = inbound("/why", user="quiet")
+        scope = Scope(user=msg.user, chat=msg.chat, user_pk=1, chat_pk=1, session_pk=1,
+                      message_pk=1, text="/why", now_ms=h.clock.now_ms())  # fmt: skip
+        text = await commands["why"].handler(
+            CommandCall(name="why", args="", scope=scope, hint=lambda c: f"/{c}")
+        )
+        assert "an automatic check (dormant user) #1: no message for 8 days" in text
+        assert "Outcome: sent." in text
