@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gateway.commands import CommandCall
 from gateway.messages import ChatKind
+from gateway.scope import Scope
+from proactive.commands import ProactiveCommands
+from proactive.policy import PolicyConfig
+from tests.fakes import inbound
 from tests.proactive_support import DAY, HOUR, Harness, harness
 
 
@@ -122,9 +127,6 @@ async def test_trigger_goes_through_policy_and_gate(tmp_path: Path) -> None:
 
 
 async def test_why_explains_a_trigger(tmp_path: Path) -> None:
-    from proactive.commands import ProactiveCommands
-    from proactive.policy import PolicyConfig
-
     async with harness(tmp_path) as h:
         await write(h, "quiet", ago_ms=8 * DAY)
         engine = h.engine()
@@ -134,10 +136,6 @@ async def test_why_explains_a_trigger(tmp_path: Path) -> None:
         commands = {c.name: c for c in ProactiveCommands(
             conversations=h.conversations, store=h.store, plog=h.plog, policy=PolicyConfig(),
         ).commands()}  # fmt: skip
-        from gateway.commands import CommandCall
-        from gateway.scope import Scope
-        from tests.fakes import inbound
-
         msg = inbound("/why", user="quiet")
         scope = Scope(user=msg.user, chat=msg.chat, user_pk=1, chat_pk=1, session_pk=1,
                       message_pk=1, text="/why", now_ms=h.clock.now_ms())  # fmt: skip
