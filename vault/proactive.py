@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.messages import Outbound
-from vault.conversations import append_message, open_session
+from vault.conversations import append_message
 from vault.db import Vault
 from vault.outbox import enqueue_in
 from vault.proactive_items import (
@@ -33,6 +33,10 @@ from vault.proactive_items import (
     quota_used,
     sends_since,
 )
+
+# The chat's open session, created if there is none (the partial unique index makes it one).
+_OPEN_SESSION = """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
+    ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat RETURNING id"""
 
 __all__ = [
     "TERMINAL",
@@ -260,9 +264,10 @@ class ProactiveStore:
                 (status, item.source, item.id),
             )
             if status != "failed":
-                session = await open_session(tx, item.chat_pk, now_ms)
+                session = await tx.fetchone(_OPEN_SESSION, (item.chat_pk, now_ms))
+                assert session is not None
                 await append_message(
-                    tx, session=session["id"], chat=item.chat_pk, user=None, role="assistant",
+                    tx, session=session[0], chat=item.chat_pk, user=None, role="assistant",
                     kind="proactive", text=text, tokens=len(text) // 4 + 1, now_ms=now_ms,
                 )  # fmt: skip
         return True
