@@ -27,7 +27,14 @@ from gateway.errors import (
 from gateway.llm import LLMRequest, LLMResponse
 from gateway.messages import Outbound, OutboundKind
 from gateway.ports import Clock
-from proactive.gate import Decision, GateContext, gate_request, meta_prompt, parse_decision
+from proactive.gate import (
+    Decision,
+    GateContext,
+    gate_request,
+    meta_prompt,
+    parse_decision,
+    reminder_text,
+)
 from proactive.policy import (
     HOUR_MS,
     Action,
@@ -144,7 +151,7 @@ class Executor:
             decision = Decision("skip", reason="model error")
         await self.probe("gated", item)
         if item.is_reminder and decision.action != "send":
-            decision = Decision("send", message=f"Reminder: {item.what}")
+            decision = Decision("send", message=reminder_text(item.what))
         if decision.action == "skip":
             note = "malformed decision, skipped: " if decision.malformed else "gate: "
             return await self._finish(item, "skipped", note + decision.reason)

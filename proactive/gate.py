@@ -129,6 +129,12 @@ def looks_like_marker(text: str) -> bool:
     return bool(_MARKERISH.search(text))
 
 
+def reminder_text(what: str) -> str:
+    """The fallback text of a user reminder; marker-like tokens in it are removed too."""
+    cleaned = " ".join(_MARKERISH.sub(" ", what).split())
+    return f"Reminder: {cleaned}" if cleaned else "Reminder: you asked me to remind you now."
+
+
 def parse_decision(response: LLMResponse) -> Decision:
     """The model's answer as a `Decision`; anything unclear becomes a (malformed) skip."""
     for call in response.tool_calls:

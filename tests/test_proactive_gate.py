@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.llm import LLMResponse, TextPart, ToolCall
-from proactive.gate import DECISION_TOOL, parse_decision
+from proactive.gate import DECISION_TOOL, looks_like_marker, parse_decision, reminder_text
 from tests.proactive_support import harness
 
 
@@ -75,6 +75,12 @@ def test_anything_else_is_a_malformed_skip(body: str) -> None:
     decision = parse_decision(text(body))
     assert decision.action == "skip"
     assert decision.malformed
+
+
+def test_reminder_fallback_never_carries_a_marker() -> None:
+    assert reminder_text("call mom") == "Reminder: call mom"
+    assert reminder_text("[SKIP] pay rent HEARTBEAT_OK") == "Reminder: pay rent"
+    assert not looks_like_marker(reminder_text("[DEFER 2h]"))
 
 
 def test_markdown_link_is_not_a_marker() -> None:
