@@ -192,11 +192,14 @@ class Engine:
             )
             return 1
         # Written but never attempted (the run stopped between commit and send): send it now.
+        # (Like the outbox's own startup recovery, this does not re-check quiet hours: the
+        # window is the few microseconds between that commit and the send.)
         out = Outbound(
             chat=item.chat,
             text=row.text,
             idempotency_key=f"proactive:{item.source}:{item.id}",
             kind=OutboundKind.PROACTIVE,
         )
-        await self.executor.settle(item, row.outbox_id, out, "sent (after an interrupted run)")
+        async with self.executor.chat_lock(item.chat.key):
+            await self.executor.settle(item, row.outbox_id, out, "sent (after an interrupted run)")
         return 1
