@@ -1,4 +1,4 @@
-"""The `iris` command line: run, chat, doctor, analyze, db migrate, db backup.
+"""The `iris` command line: run, chat, doctor, analyze, simulate, db migrate, db backup.
 
 Exit codes: 0 success, 1 a check or command failed, 2 bad configuration or usage (before
 anything starts). Errors are one line per problem; tracebacks only for bugs.
@@ -260,6 +260,40 @@ class UsageError(IrisError):
     """A bad command-line argument (exit code 2)."""
 
 
+async def cmd_simulate(args: argparse.Namespace, config: Config) -> int:
+    import json
+
+    from proactive.engine import EngineConfig
+    from proactive.policy import PolicyConfig
+    from proactive.sim_report import render_html, render_text
+    from proactive.simulate import SimConfig, simulate
+
+    html_path: Path | None = args.html
+    if html_path is not None and not html_path.parent.is_dir():
+        print(f"error: directory {html_path.parent} does not exist", file=sys.stderr)
+        return 2
+    for name in ("proactive", "gateway.delivery"):  # scripted malformed answers and failures
+        logging.getLogger(name).setLevel(logging.ERROR)
+    section = config.settings.proactive
+    report = await simulate(
+        SimConfig(users=args.users, days=args.days, seed=args.seed),
+        PolicyConfig.from_section(section),
+        EngineConfig.from_section(section),
+    )
+    if html_path is not None:
+        await asyncio.to_thread(html_path.write_text, render_html(report), encoding="utf-8")
+    print(json.dumps(report, sort_keys=True) if args.json else render_text(report))
+    broken = ("quiet_hour_violations", "quota_violations", "duplicates", "non_terminal")
+    return 1 if any(report[k] for k in broken) else 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive whole number")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -293,6 +327,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, default=200)
     p.set_defaults(runner=cmd_audit, quiet=True)
+    p = sub.add_parser(
+        "simulate", parents=[common], help="run the proactive engine on a synthetic population"
+    )
+    p.add_argument("--users", type=_positive, default=200)
+    p.add_argument("--days", type=_positive, default=7)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--html", type=Path, help="also write a self-contained HTML report")
+    p.set_defaults(runner=cmd_simulate, quiet=True)
     db = sub.add_parser("db", help="vault maintenance").add_subparsers(
         dest="db_command", required=True
     )

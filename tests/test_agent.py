@@ -112,6 +112,10 @@ async def test_request_shape_caching_and_headers(real_app: App, api: FakeAnthrop
         "memory_remember",
         "memory_search",
         "memory_forget",
+        "proactive_intent",
+        "proactive_cancel",
+        "proactive_list",
+        "proactive_quota",
     }
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 

@@ -48,7 +48,7 @@ async def test_backoff_doubles_and_resets_after_a_healthy_run(tmp_path: Path) ->
     clock, stop = RecordingClock(), asyncio.Event()
     channel = FlakyChannel(clock, stop)
     async with App(
-        config=make_config(tmp_path),
+        config=make_config(tmp_path, proactive={"enabled": False}),
         channels=[channel],
         llm_override=FakeLLM(),
         use_llm_override=True,

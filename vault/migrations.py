@@ -160,7 +160,82 @@ AUDIT = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (CORE, ANALYZER, AUDIT)
+# Proactive follow-ups. Intents and triggers share one lifecycle: `pending` (claimable when due
+# and not leased) -> `delivering` (outbox row written in the same transaction) -> a terminal
+# state; or straight from `pending` to a terminal state. The `claim` token guards every state
+# change, so an engine whose lease expired cannot overwrite the run that took over.
+_ITEM_LIFECYCLE = """
+    execute_at INTEGER NOT NULL,
+    due_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivering', 'sent',
+        'skipped', 'expired', 'cancelled', 'failed', 'uncertain')),
+    reason TEXT NOT NULL DEFAULT '',
+    result TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    deferrals INTEGER NOT NULL DEFAULT 0,
+    claim TEXT,
+    lease_until INTEGER,
+    outbox_id INTEGER REFERENCES outbox(id),
+    finished_at INTEGER"""
+
+PROACTIVE = Migration(
+    "proactive",
+    (
+        f"""CREATE TABLE proactive_intents (
+            id INTEGER PRIMARY KEY,
+            chat INTEGER NOT NULL REFERENCES chats(id),
+            user INTEGER NOT NULL REFERENCES users(id),
+            what TEXT NOT NULL,
+            why TEXT NOT NULL DEFAULT '',
+            confidence REAL NOT NULL DEFAULT 0.8 CHECK (confidence BETWEEN 0 AND 1),
+            kind TEXT NOT NULL DEFAULT 'ai' CHECK (kind IN ('ai', 'user_reminder')),
+            exact_time INTEGER NOT NULL DEFAULT 0,{_ITEM_LIFECYCLE}
+        ) STRICT""",
+        """CREATE INDEX proactive_intents_due ON proactive_intents(execute_at)
+            WHERE status = 'pending'""",
+        """CREATE INDEX proactive_intents_delivering ON proactive_intents(id)
+            WHERE status = 'delivering'""",
+        "CREATE INDEX proactive_intents_user ON proactive_intents(user, status)",
+        f"""CREATE TABLE proactive_triggers (
+            id INTEGER PRIMARY KEY,
+            type TEXT NOT NULL
+                CHECK (type IN ('dormant_user', 'unanswered', 'engagement_drop', 'external')),
+            chat INTEGER NOT NULL REFERENCES chats(id),
+            user INTEGER NOT NULL REFERENCES users(id),
+            context TEXT NOT NULL,
+            source_key TEXT NOT NULL,{_ITEM_LIFECYCLE}
+        ) STRICT""",
+        """CREATE INDEX proactive_triggers_due ON proactive_triggers(execute_at)
+            WHERE status = 'pending'""",
+        """CREATE INDEX proactive_triggers_delivering ON proactive_triggers(id)
+            WHERE status = 'delivering'""",
+        # One open trigger per (user, type); one trigger ever per detected situation.
+        """CREATE UNIQUE INDEX proactive_triggers_open ON proactive_triggers(user, type)
+            WHERE status IN ('pending', 'delivering')""",
+        """CREATE UNIQUE INDEX proactive_triggers_source
+            ON proactive_triggers(user, type, source_key)""",
+        """CREATE TABLE proactive_log (
+            id INTEGER PRIMARY KEY,
+            user INTEGER NOT NULL REFERENCES users(id),
+            chat INTEGER NOT NULL REFERENCES chats(id),
+            type TEXT NOT NULL CHECK (type IN ('intent', 'trigger')),
+            source_id INTEGER NOT NULL,
+            outbox_id INTEGER REFERENCES outbox(id),
+            status TEXT NOT NULL DEFAULT 'delivering'
+                CHECK (status IN ('delivering', 'sent', 'failed', 'uncertain')),
+            sent_at INTEGER NOT NULL,
+            engaged INTEGER NOT NULL DEFAULT 0,
+            engaged_at INTEGER,
+            UNIQUE (type, source_id)
+        ) STRICT""",
+        # Covering indexes: quota counts read the index only, never the table.
+        "CREATE INDEX proactive_log_user ON proactive_log(user, sent_at, status)",
+        "CREATE INDEX proactive_log_time ON proactive_log(sent_at, status)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (CORE, ANALYZER, AUDIT, PROACTIVE)
 
 
 async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:

@@ -1,0 +1,218 @@
+"""Proactive engine benchmarks: idle tick cost, execution throughput, passive scan.
+
+    python bench/pulse.py [--pending 1000000] [--due 10000] [--users 100000]
+
+1. Tick cost with N pending intents that are not due (target: median <= 5 ms).
+2. Executions per second with M due items, a zero-latency gate and channel (target >= 2,000/s).
+3. One passive scan over U users with a realistic mix of histories (target <= 2 s).
+
+Fixtures are bulk-loaded with the stdlib `sqlite3` module (setup is not what is measured);
+everything measured runs through the real vault, stores, policy, executor and engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import resource
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from gateway.clock import ManualClock
+from gateway.delivery import Delivery
+from gateway.llm import LLMRequest, LLMResponse, ToolCall
+from gateway.messages import ChatRef, Outbound, SentReceipt
+from proactive.engine import Engine, EngineConfig
+from proactive.execute import Executor
+from proactive.policy import DAY_MS, HOUR_MS, PolicyConfig
+from vault.db import Vault
+from vault.memories import Memories
+from vault.migrations import migrate
+from vault.outbox import Outbox
+from vault.proactive import ProactiveStore
+from vault.proactive_log import ProactiveLog
+
+NOW = 1_780_000_000_000
+SEND = LLMResponse(
+    parts=(ToolCall("b", "proactive_decision", {"action": "send", "message": "hi"}),),
+    stop_reason="tool_use",
+    model="bench",
+)
+
+
+class NullChannel:
+    name = "bench"
+
+    async def send(self, out: Outbound) -> SentReceipt:
+        return SentReceipt(platform_message_ids=("1",))
+
+    async def typing(self, chat: ChatRef) -> None:
+        return None
+
+    async def run(self, on_inbound: object) -> None:
+        return None
+
+    def command_hint(self, command: str) -> str:
+        return f"/{command}"
+
+
+async def gate(request: LLMRequest, chat_key: str | None) -> LLMResponse:
+    return SEND
+
+
+class NoLock:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def seed_users(db: sqlite3.Connection, n: int) -> None:
+    db.executemany(
+        "INSERT INTO users (id, channel, user_id, first_seen_ms, last_seen_ms) VALUES (?,?,?,?,?)",
+        (
+            (i, "bench", f"u{i}", NOW - 60 * DAY_MS, NOW - (i % 20) * DAY_MS)
+            for i in range(1, n + 1)
+        ),
+    )
+    db.executemany(
+        "INSERT INTO chats (id, channel, chat_id, created_ms) VALUES (?,?,?,?)",
+        ((i, "bench", f"c{i}", NOW - 60 * DAY_MS) for i in range(1, n + 1)),
+    )
+    db.executemany(
+        "INSERT INTO sessions (id, chat, started_ms) VALUES (?,?,?)",
+        ((i, i, NOW - 60 * DAY_MS) for i in range(1, n + 1)),
+    )
+
+
+async def open_engine(path: Path, policy: PolicyConfig, per_tick: int) -> tuple[Vault, Engine]:
+    vault = Vault(path)
+    await vault.open()
+    clock = ManualClock(NOW)
+    store = ProactiveStore(vault)
+    delivery = Delivery(outbox=Outbox(vault), channels={"bench": NullChannel()}, clock=clock)
+    executor = Executor(
+        store=store, plog=ProactiveLog(vault), memories=Memories(vault), call_model=gate,
+        deliver=delivery.deliver_pending, chat_lock=lambda key: NoLock(), clock=clock,
+        policy=policy, rng=random.Random(1),
+    )  # fmt: skip
+    config = EngineConfig(max_per_tick=per_tick, lease_ms=3_600_000)
+    return vault, Engine(vault=vault, store=store, executor=executor, clock=clock, config=config)
+
+
+async def migrated(path: Path) -> None:
+    async with Vault(path) as vault:
+        await migrate(vault)
+
+
+def ms(values: list[float]) -> str:
+    values = sorted(values)
+    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+    return f"median {statistics.median(values):.2f} ms, p99 {p99:.2f} ms"
+
+
+async def bench_idle_tick(tmp: Path, pending: int) -> None:
+    path = tmp / "idle.db"
+    await migrated(path)
+    with sqlite3.connect(path) as db:
+        seed_users(db, 1000)
+        db.executemany(
+            """INSERT INTO proactive_intents (chat, user, what, execute_at, due_at, created_at)
+               VALUES (?, ?, 'later', ?, ?, ?)""",
+            (((i % 1000) + 1, (i % 1000) + 1, NOW + HOUR_MS + i, NOW + HOUR_MS + i, NOW)
+             for i in range(pending)),
+        )  # fmt: skip
+    vault, engine = await open_engine(path, PolicyConfig(), 20)
+    try:
+        times = []
+        for _ in range(500):
+            started = time.perf_counter()
+            report = await engine.tick()
+            times.append((time.perf_counter() - started) * 1000)
+            assert report.claimed == 0
+    finally:
+        await vault.close()
+    print(f"idle tick, {pending:,} pending not-due intents: {ms(times)}, "
+          f"{1000 / statistics.median(times):,.0f} ticks/s")  # fmt: skip
+
+
+async def bench_executions(tmp: Path, due: int) -> None:
+    path = tmp / "due.db"
+    await migrated(path)
+    users = max(1, due // 5)
+    with sqlite3.connect(path) as db:
+        seed_users(db, users)
+        db.executemany(
+            """INSERT INTO proactive_intents (chat, user, what, execute_at, due_at, created_at)
+               VALUES (?, ?, 'check in', ?, ?, ?)""",
+            (((i % users) + 1, (i % users) + 1, NOW - 1000, NOW - 1000, NOW - DAY_MS)
+             for i in range(due)),
+        )  # fmt: skip
+    unlimited = PolicyConfig(per_user_daily=10**9, global_daily=10**9, quiet_start=0, quiet_end=0)
+    vault, engine = await open_engine(path, unlimited, due)
+    try:
+        started = time.perf_counter()
+        report = await engine.tick()
+        elapsed = time.perf_counter() - started
+    finally:
+        await vault.close()
+    assert report.outcomes == {"sent": due}, report.outcomes
+    print(f"executions, {due:,} due items (policy, gate, outbox, send, record): "
+          f"{due / elapsed:,.0f}/s ({elapsed * 1000 / due:.3f} ms each)")  # fmt: skip
+
+
+async def bench_scan(tmp: Path, users: int) -> None:
+    path = tmp / "scan.db"
+    await migrated(path)
+    with sqlite3.connect(path) as db:
+        seed_users(db, users)
+        rows = []
+        for i in range(1, users + 1):
+            last = NOW - (i % 20) * DAY_MS
+            for week in range(5):  # some history, busier in the past for a share of users
+                for n in range(1 if i % 7 else 3):
+                    at = last - week * 7 * DAY_MS - n * HOUR_MS
+                    rows.append((i, i, i, "user", "hi", at))
+            if i % 20 == 5:  # the last word was a question, four days ago
+                rows.append((i, i, None, "assistant", "Did that work?", last + HOUR_MS))
+        db.executemany(
+            """INSERT INTO messages (session, chat, user, role, text, at_ms)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            rows,
+        )
+    vault, engine = await open_engine(path, PolicyConfig(), 20)
+    try:
+        times, found = [], []
+        for _ in range(3):
+            started = time.perf_counter()
+            found.append(await engine.scan())
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        await vault.close()
+    first = found[0]
+    print(f"passive scan, {users:,} users / {len(rows):,} messages: first {times[0]:.0f} ms "
+          f"({first.dormant_user:,} dormant, {first.unanswered:,} unanswered, "
+          f"{first.engagement_drop:,} drops), repeat {ms(times[1:])}")  # fmt: skip
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pending", type=int, default=1_000_000)
+    parser.add_argument("--due", type=int, default=10_000)
+    parser.add_argument("--users", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="iris-bench-") as tmp:
+        await bench_idle_tick(Path(tmp), args.pending)
+        await bench_executions(Path(tmp), args.due)
+        await bench_scan(Path(tmp), args.users)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory (max RSS): {peak:.0f} MiB")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,154 @@
+"""User commands for proactive messages: /proactive, /quiet, /why, /followups, /cancel.
+
+Settings live in the user's JSON settings (`proactive_enabled`, `quiet_hours`), so turning
+proactive messages off or moving quiet hours takes effect at the next policy check of every
+pending item — nothing has to be rescheduled. `/tz` (a core command) sets the time zone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gateway.commands import Command, CommandCall
+from gateway.errors import UserInputError
+from proactive.policy import PolicyConfig, local, user_prefs
+from vault.conversations import Conversations
+from vault.proactive import ProactiveStore
+from vault.proactive_log import ProactiveLog
+
+_QUIET = re.compile(r"(\d{1,2})(?::00)?\s*-\s*(\d{1,2})(?::00)?")
+
+
+class ProactiveCommands:
+    def __init__(
+        self,
+        *,
+        conversations: Conversations,
+        store: ProactiveStore,
+        plog: ProactiveLog,
+        policy: PolicyConfig,
+    ) -> None:
+        self.conversations = conversations
+        self.store = store
+        self.plog = plog
+        self.policy = policy
+
+    def commands(self) -> list[Command]:
+        return [
+            Command("proactive", "turn follow-ups from me on or off", self.proactive,
+                    usage="on|off"),
+            Command("quiet", "show or set your quiet hours", self.quiet, usage="HH-HH|off|default"),
+            Command("why", "why I sent my last proactive message", self.why),
+            Command("followups", "list your pending follow-ups", self.followups),
+            Command("cancel", "cancel a pending follow-up", self.cancel, usage="ID"),
+        ]  # fmt: skip
+
+    async def proactive(self, call: CommandCall) -> str:
+        arg = call.args.strip().lower()
+        scope = call.scope
+        if arg in ("on", "off"):
+            await self.conversations.update_settings(
+                scope.user_pk, {"proactive_enabled": None if arg == "on" else False}
+            )
+            if arg == "on":
+                return "Proactive messages are on: I may follow up (outside your quiet hours)."
+            return (
+                "Proactive messages are off: I won't start conversations with you. "
+                f"Turn them back on with {call.hint('proactive')} on."
+            )
+        if arg:
+            raise UserInputError(f"Usage: {call.hint('proactive')} on|off")
+        settings = await self._settings(call)
+        state = "on" if settings.get("proactive_enabled", True) is not False else "off"
+        return f"Proactive messages are {state}. Change with {call.hint('proactive')} on|off."
+
+    async def quiet(self, call: CommandCall) -> str:
+        arg = call.args.strip().lower()
+        scope = call.scope
+        usage = (
+            f"Usage: {call.hint('quiet')} HH-HH (e.g. 22-8, hours 0–23 in your time zone), "
+            f"{call.hint('quiet')} off, or {call.hint('quiet')} default"
+        )
+        if not arg:
+            prefs = user_prefs(scope.timezone, await self._settings(call), self.policy)
+            if prefs.quiet is None:
+                return f"Quiet hours are off for you.\n{usage}"
+            start, end = prefs.quiet
+            return f"Your quiet hours: {start:02d}:00–{end:02d}:00 ({prefs.zone.key}).\n{usage}"
+        if arg in ("off", "default"):
+            value: object = "off" if arg == "off" else None
+            await self.conversations.update_settings(scope.user_pk, {"quiet_hours": value})
+            if arg == "off":
+                return "Quiet hours are off: follow-ups may arrive at any hour."
+            return (
+                f"Quiet hours reset to the default "
+                f"({self.policy.quiet_start:02d}:00–{self.policy.quiet_end:02d}:00)."
+            )
+        match = _QUIET.fullmatch(arg)
+        if match is None:
+            raise UserInputError(usage)
+        start, end = int(match.group(1)), int(match.group(2))
+        if start > 23 or end > 23:
+            raise UserInputError(f"Hours go from 0 to 23. {usage}")
+        if start == end:
+            raise UserInputError(f"Start and end are the same hour; use off instead. {usage}")
+        await self.conversations.update_settings(scope.user_pk, {"quiet_hours": [start, end]})
+        zone = scope.timezone or f"{self.policy.default_timezone} — set yours with " + call.hint(
+            "tz"
+        )
+        return f"Quiet hours set to {start:02d}:00–{end:02d}:00 ({zone})."
+
+    async def why(self, call: CommandCall) -> str:
+        last = await self.plog.last(call.scope.user_pk)
+        if last is None:
+            return "I haven't sent you any proactive message yet."
+        zone = user_prefs(call.scope.timezone, {}, self.policy).zone
+        when = local(last.sent_at, zone)
+        if last.type == "intent":
+            origin = (
+                "a reminder you asked for"
+                if last.kind == "user_reminder"
+                else ("a follow-up I registered")
+            )
+            detail = f'"{last.what}" — because: {last.why or "(no reason given)"}'
+            detail += f" (confidence {last.confidence:.2f})"
+        else:
+            origin = f"an automatic check ({last.kind.replace('_', ' ')})"
+            detail = last.what
+        return (
+            f"My last proactive message ({when:%Y-%m-%d %H:%M}, {last.status}) came from "
+            f"{origin} #{last.source_id}: {detail}.\nOutcome: {last.reason or last.status}."
+        )
+
+    async def followups(self, call: CommandCall) -> str:
+        items = await self.store.pending_intents(call.scope.user_pk)
+        if not items:
+            return "You have no pending follow-ups."
+        zone = user_prefs(call.scope.timezone, {}, self.policy).zone
+        lines = [
+            f"#{i.id} {local(i.execute_at, zone):%Y-%m-%d %H:%M}"
+            f"{' (reminder)' if i.is_reminder else ''}: {i.what}"
+            for i in items
+        ]
+        return (
+            "Pending follow-ups (cancel one with "
+            + call.hint("cancel")
+            + " ID):\n"
+            + "\n".join(lines)
+        )
+
+    async def cancel(self, call: CommandCall) -> str:
+        arg = call.args.strip().lstrip("#")
+        if not arg.isdigit():
+            raise UserInputError(
+                f"Usage: {call.hint('cancel')} ID — the ID is from {call.hint('followups')}."
+            )
+        if not await self.store.cancel_intent(call.scope.user_pk, int(arg), call.scope.now_ms):
+            raise UserInputError(
+                f"You have no pending follow-up #{arg}. See {call.hint('followups')}."
+            )
+        return f"Cancelled follow-up #{arg}."
+
+    async def _settings(self, call: CommandCall) -> dict[str, object]:
+        user = await self.conversations.get_user(call.scope.user)
+        return dict(user.settings) if user is not None else {}

@@ -1,0 +1,267 @@
+"""Executing one claimed item: policy -> gate -> deliver -> record, ending in one outcome.
+
+Every path ends in a state change guarded by the claim token: a terminal state with a reason,
+a reschedule (quiet hours, quota, the model's defer, a model that is down or not configured),
+or `delivering` followed by the send's outcome. The outbox row is written in the same
+transaction as `delivering`, before the network call; a send whose outcome is unknown ends as
+`uncertain` and is never retried. Without a model (no API key) AI follow-ups wait (rescheduled
+hourly until they expire at the maximum age) while user reminders go out as a plain
+"Reminder: …" text; the gate's decision to skip can't suppress a reminder either.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.errors import (
+    DeliveryUncertain,
+    ModelError,
+    ModelNotConfigured,
+    ModelUnavailable,
+)
+from gateway.llm import LLMRequest, LLMResponse
+from gateway.messages import Outbound, OutboundKind
+from gateway.ports import Clock
+from proactive.gate import (
+    Decision,
+    GateContext,
+    gate_request,
+    meta_prompt,
+    parse_decision,
+    reminder_text,
+)
+from proactive.policy import (
+    HOUR_MS,
+    Action,
+    Candidate,
+    PolicyConfig,
+    QuotaCounts,
+    UserPrefs,
+    Verdict,
+    decide,
+    local,
+    local_day_start_ms,
+    next_allowed_ms,
+    user_prefs,
+    utc_day_start_ms,
+)
+from vault.memories import Memories
+from vault.proactive import Item, LostClaim, ProactiveStore, QuotaCheck
+from vault.proactive_log import ProactiveLog
+
+log = logging.getLogger(__name__)
+
+NO_MODEL_RETRY_MS = HOUR_MS
+MODEL_DOWN_RETRY_MS = 15 * 60_000
+TRIGGER_HEADERS = {
+    "dormant_user": "A passive scan noticed this user has gone quiet",
+    "unanswered": "A passive scan noticed your question was never answered",
+    "engagement_drop": "A passive scan noticed this user writes much less than usual",
+    "external": "An external trigger asks you to consider reaching out",
+}
+
+ModelCall = Callable[[LLMRequest, str | None], Awaitable[LLMResponse]]
+ChatLock = Callable[[str], AbstractAsyncContextManager[None]]
+Probe = Callable[[str, Item], Awaitable[None]]
+
+
+class SendResult(Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+Deliver = Callable[[int, Outbound], Awaitable[SendResult]]
+
+
+async def no_probe(step: str, item: Item) -> None:
+    return None
+
+
+@dataclass
+class Executor:
+    store: ProactiveStore
+    plog: ProactiveLog
+    memories: Memories
+    call_model: ModelCall
+    deliver: Deliver
+    chat_lock: ChatLock
+    clock: Clock
+    policy: PolicyConfig
+    rng: random.Random
+    probe: Probe = no_probe
+
+    def jitter(self) -> int:
+        return self.rng.randrange(self.policy.jitter_max_ms + 1)
+
+    async def process(self, item: Item) -> str:
+        """Run one claimed item; return its outcome for the tick report."""
+        await self.probe("claimed", item)
+        now = self.clock.now_ms()
+        prefs = user_prefs(item.timezone, item.settings, self.policy)
+        mine, everyone = await self.plog.quota_used(
+            user=item.user_pk,
+            user_since_ms=local_day_start_ms(now, prefs.zone),
+            global_since_ms=utc_day_start_ms(now),
+        )
+        counts = QuotaCounts(user_today=mine, global_today=everyone)
+        candidate = Candidate(
+            due_at=item.due_at,
+            execute_at=item.execute_at,
+            confidence=item.confidence,
+            is_reminder=item.is_reminder,
+            exact_time=item.exact_time,
+        )
+        verdict = decide(candidate, prefs, counts, now, self.policy, self.jitter())
+        await self.probe("policy", item)
+        if verdict.action is Action.EXPIRE:
+            return await self._finish(item, "expired", verdict.reason)
+        if verdict.action is Action.SKIP:
+            return await self._finish(item, "skipped", verdict.reason)
+        if verdict.action is Action.RESCHEDULE:
+            assert verdict.at_ms is not None
+            return await self._reschedule(item, verdict.at_ms, verdict.reason)
+        if item.chat_unreachable:
+            return await self._finish(item, "failed", "the chat is unreachable (bot blocked?)")
+        async with self.chat_lock(item.chat.key):
+            return await self._gate_and_send(item, prefs, counts, verdict)
+
+    async def _gate_and_send(
+        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict
+    ) -> str:
+        try:
+            decision = await self._ask(item, prefs, counts, verdict)
+        except ModelNotConfigured:
+            if not item.is_reminder:
+                at = self.clock.now_ms() + NO_MODEL_RETRY_MS
+                return await self._reschedule(item, at, "waiting: no model configured", False)
+            decision = Decision("skip", reason="no model configured")
+        except ModelUnavailable:
+            if not item.is_reminder:
+                at = self.clock.now_ms() + MODEL_DOWN_RETRY_MS
+                return await self._reschedule(item, at, "waiting: model unavailable", False)
+            decision = Decision("skip", reason="model unavailable")
+        except ModelError as exc:
+            if not item.is_reminder:
+                return await self._finish(item, "failed", f"gate failed: {type(exc).__name__}")
+            decision = Decision("skip", reason="model error")
+        await self.probe("gated", item)
+        if item.is_reminder and decision.action != "send":
+            decision = Decision("send", message=reminder_text(item.what))
+        if decision.action == "skip":
+            note = "malformed decision, skipped: " if decision.malformed else "gate: "
+            return await self._finish(item, "skipped", note + decision.reason)
+        if decision.action == "defer":
+            at = next_allowed_ms(
+                self.clock.now_ms() + int(decision.hours * HOUR_MS), prefs, self.jitter()
+            )
+            return await self._reschedule(item, at, f"gate deferred: {decision.reason}")
+        late = f" (late by {verdict.late_ms // 60_000} min)" if verdict.late_ms else ""
+        return await self._send(item, prefs, decision.message, "sent" + late)
+
+    async def _ask(
+        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict
+    ) -> Decision:
+        prompt = meta_prompt(await self._context(item, prefs, counts, verdict))
+        response = await self.call_model(gate_request(prompt), item.chat.key)
+        decision = parse_decision(response)
+        if decision.malformed:
+            log.warning("%s: gate answer not accepted: %s", item.key, decision.reason)
+        return decision
+
+    async def _context(
+        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict
+    ) -> GateContext:
+        now = self.clock.now_ms()
+        rate = await self.plog.engagement_rate(item.user_pk, now)
+        memories = [m.text for m in await self.memories.listing(item.user_pk, limit=8)]
+        recent = await self.store.recent_texts(item.chat_pk)
+        if item.source == "intent":
+            header = "[PROACTIVE FOLLOW-UP]"
+            if item.is_reminder:
+                header += " The user asked to be reminded; write the reminder."
+            ago = f"You registered an intent {_ago(now - item.created_at)}"
+        else:
+            header = f"[PROACTIVE CHECK-IN] {TRIGGER_HEADERS.get(item.kind, item.kind)}."
+            ago = f"Detected {_ago(now - item.created_at)}"
+        limit = self.policy.per_user_daily
+        return GateContext(
+            header=header,
+            what=item.what,
+            why=item.why,
+            ago=ago,
+            user_name=item.user_name,
+            channel=item.chat.channel,
+            timezone=prefs.zone.key,
+            local_time=f"{local(now, prefs.zone):%A %H:%M}",
+            last_active=_ago(now - item.last_seen_ms),
+            quota=f"{max(0, limit - counts.user_today)}/{limit} proactive messages today",
+            engagement="no data yet" if rate is None else f"{rate:.0%} get replies",
+            memories=memories,
+            recent=[f"{role}: {text[:300]}" for role, text in recent],
+            late=f"this runs {verdict.late_ms // 60_000} min late" if verdict.late_ms else "",
+        )
+
+    async def _send(self, item: Item, prefs: UserPrefs, text: str, reason: str) -> str:
+        now = self.clock.now_ms()
+        out = Outbound(
+            chat=item.chat,
+            text=text,
+            idempotency_key=f"proactive:{item.source}:{item.id}",
+            kind=OutboundKind.PROACTIVE,
+        )
+        quota = None
+        if not item.is_reminder:
+            quota = QuotaCheck(
+                user_since_ms=local_day_start_ms(now, prefs.zone),
+                user_limit=self.policy.per_user_daily,
+                global_since_ms=utc_day_start_ms(now),
+                global_limit=self.policy.global_daily,
+            )
+        try:
+            outbox_id = await self.store.begin_delivery(item, out, now, quota)
+        except LostClaim:
+            log.warning("%s: claim lost before the send; another run owns it", item.key)
+            return "lost"
+        if outbox_id is None:  # another item took the last quota slot since the policy ran
+            at = next_allowed_ms(now + HOUR_MS, prefs, self.jitter())
+            return await self._reschedule(item, at, "quota reached while sending")
+        await self.probe("delivering", item)
+        return await self.settle(item, outbox_id, out, reason)
+
+    async def settle(self, item: Item, outbox_id: int, out: Outbound, reason: str) -> str:
+        """Send a `delivering` row's outbox message and record the outcome."""
+        try:
+            status = (await self.deliver(outbox_id, out)).status
+        except DeliveryUncertain:
+            status = "uncertain"
+        if status == "duplicate":  # someone else is sending this row; reconciliation finishes
+            return "lost"
+        if status != "sent":
+            reason = {"failed": "delivery failed", "uncertain": "delivery outcome unknown"}[status]
+        await self.probe("sent", item)
+        await self.store.complete_delivery(item, status, reason, out.text, self.clock.now_ms())
+        return status
+
+    async def _finish(self, item: Item, status: str, reason: str) -> str:
+        if not await self.store.finish(item, status, reason, self.clock.now_ms()):
+            return "lost"
+        return status
+
+    async def _reschedule(self, item: Item, at_ms: int, reason: str, deferral: bool = True) -> str:
+        if not await self.store.reschedule(item, at_ms, reason, deferral=deferral):
+            return "lost"
+        return "deferred"
+
+
+def _ago(ms: int) -> str:
+    minutes = max(0, ms) // 60_000
+    if minutes < 60:
+        return f"{minutes} min ago"
+    if minutes < 48 * 60:
+        return f"{minutes // 60} h ago"
+    return f"{minutes // (24 * 60)} days ago"

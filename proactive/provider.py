@@ -1,0 +1,74 @@
+"""What the model knows about its proactive side in every turn, and engagement marking.
+
+`ProactiveProvider` adds a per-request system item (phase SYSTEM, position SYSTEM: it changes
+with every message, so it stays out of the cached prefix): the quota left today in the user's
+local day, the engagement rate, the pending follow-ups with their ids, and when to register
+one. `engagement_hook` marks recent proactive messages engaged when the user writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from gateway.context import ContextItem, Phase, Position
+from gateway.router import Turn
+from gateway.scope import Scope
+from proactive.policy import PolicyConfig, local, user_prefs
+from proactive.tools import quota_line
+from vault.proactive import ProactiveStore
+from vault.proactive_log import ProactiveLog
+
+GUIDE = (
+    "You can follow up later on your own. When the user commits to something (\"I'll fix the "
+    'server tomorrow") or asks to be reminded, register it with proactive_intent '
+    "(kind=user_reminder for reminders the user asked for; give `at` with the UTC offset when "
+    "they named an exact time). Be conservative: only follow-ups that are genuinely useful; "
+    "cancel ones that became moot with proactive_cancel."
+)
+MAX_LISTED = 5
+
+
+class ProactiveProvider:
+    name = "proactive"
+    phase = Phase.SYSTEM
+    priority = 40
+
+    def __init__(self, store: ProactiveStore, plog: ProactiveLog, policy: PolicyConfig) -> None:
+        self.store = store
+        self.plog = plog
+        self.policy = policy
+
+    async def provide(self, scope: Scope) -> list[ContextItem] | None:
+        pending = await self.store.pending_intents(scope.user_pk, limit=MAX_LISTED + 1)
+        zone = user_prefs(scope.timezone, {}, self.policy).zone
+        lines = [GUIDE, await quota_line(self.plog, self.policy, scope)]
+        if pending:
+            lines.append(
+                f"Pending follow-ups ({len(pending)}{'+' if len(pending) > MAX_LISTED else ''}):"
+            )
+            lines += [
+                f"- #{i.id} {local(i.execute_at, zone):%a %H:%M}: {i.what}"
+                for i in pending[:MAX_LISTED]
+            ]
+        else:
+            lines.append("Pending follow-ups: none.")
+        return [
+            ContextItem(
+                source=self.name,
+                position=Position.SYSTEM,
+                content="\n".join(lines),
+                relevance=0.7,
+                reason="proactive quota and follow-ups",
+            )
+        ]
+
+
+def engagement_hook(plog: ProactiveLog) -> Callable[[Turn], Awaitable[None]]:
+    """A turn hook: a chat message (not a command) engages the user's recent proactive ones."""
+
+    async def mark_engaged(turn: Turn) -> None:
+        if turn.scope is None or turn.command is not None:
+            return
+        await plog.mark_engaged(turn.scope.user_pk, turn.now_ms)
+
+    return mark_engaged

@@ -1,0 +1,183 @@
+"""The model's proactive tools, scoped by the gateway to the current chat and user.
+
+`proactive_intent` registers a follow-up (or a reminder the user asked for) for *this* chat;
+`proactive_cancel`, `proactive_list` and `proactive_quota` act on the current user's rows only —
+the model never passes a user id, so no conversation can touch someone else's follow-ups.
+Admin chats also get `proactive_scan`, `proactive_execute` and `proactive_engage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from gateway.errors import ToolError
+from gateway.scope import Scope
+from gateway.tools import Tool
+from proactive.policy import PolicyConfig, local, local_day_start_ms, user_prefs
+from vault.proactive import ProactiveStore
+from vault.proactive_log import ProactiveLog
+from vault.proactive_scan import ScanResult
+
+MAX_AHEAD_MS = 365 * 86_400_000
+MIN_DELAY_MS = 60_000
+
+
+class IntentArgs(BaseModel):
+    what: str = Field(min_length=1, max_length=500, description="what to follow up on")
+    why: str = Field("", max_length=500, description="why it matters to the user")
+    delay_minutes: float | None = Field(None, gt=0, description="minutes from now")
+    at: str | None = Field(
+        None, description="exact time, ISO 8601 with a UTC offset (2026-05-01T09:00:00+02:00)"
+    )
+    confidence: float | None = Field(None, ge=0, le=1, description="how useful (0..1)")
+    kind: Literal["ai", "user_reminder"] = Field(
+        "ai", description="user_reminder when the user asked to be reminded"
+    )
+
+    @model_validator(mode="after")
+    def _one_time(self) -> IntentArgs:
+        if (self.delay_minutes is None) == (self.at is None):
+            raise ValueError("give exactly one of delay_minutes or at")
+        return self
+
+
+class IdArgs(BaseModel):
+    id: int = Field(ge=1)
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+def parse_at(text: str) -> int:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ToolError("at: not an ISO 8601 time (use 2026-05-01T09:00:00+02:00)") from None
+    if when.tzinfo is None:
+        raise ToolError("at: the time needs a UTC offset, e.g. +02:00 or Z")
+    return int(when.timestamp() * 1000)
+
+
+class ProactiveTools:
+    def __init__(
+        self,
+        *,
+        store: ProactiveStore,
+        plog: ProactiveLog,
+        policy: PolicyConfig,
+        default_confidence: float,
+        wake: Callable[[], None] = lambda: None,
+        scan: Callable[[], Awaitable[ScanResult]] | None = None,
+    ) -> None:
+        self.store = store
+        self.plog = plog
+        self.policy = policy
+        self.default_confidence = default_confidence
+        self.wake = wake
+        self.scan_fn = scan
+
+    def tools(self) -> list[Tool]:
+        tools = [
+            Tool("proactive_intent", "Schedule a follow-up message to this user (or a reminder "
+                 "they asked for).", IntentArgs, self.intent),
+            Tool("proactive_cancel", "Cancel one of this user's pending follow-ups by id.",
+                 IdArgs, self.cancel),
+            Tool("proactive_list", "List this user's pending follow-ups.", NoArgs, self.listing),
+            Tool("proactive_quota", "Proactive quota left today and engagement rate.", NoArgs,
+                 self.quota),
+            Tool("proactive_execute", "Admin: run a pending follow-up at the next tick.", IdArgs,
+                 self.execute, admin_only=True),
+            Tool("proactive_engage", "Admin: mark a proactive log entry as engaged.", IdArgs,
+                 self.engage, admin_only=True),
+        ]  # fmt: skip
+        if self.scan_fn is not None:
+            tools.append(
+                Tool("proactive_scan", "Admin: run the passive scan now.", NoArgs, self.scan,
+                     admin_only=True)
+            )  # fmt: skip
+        return tools
+
+    async def intent(self, scope: Scope, args: IntentArgs) -> str:
+        now = scope.now_ms
+        if args.at is not None:
+            at = parse_at(args.at)
+        else:
+            assert args.delay_minutes is not None
+            at = now + int(args.delay_minutes * 60_000)
+        if at < now + MIN_DELAY_MS:
+            raise ToolError("the time must be at least one minute in the future")
+        if at > now + MAX_AHEAD_MS:
+            raise ToolError("the time must be within a year")
+        confidence = self.default_confidence if args.confidence is None else args.confidence
+        intent_id = await self.store.add_intent(
+            chat=scope.chat_pk, user=scope.user_pk, what=args.what.strip(), why=args.why.strip(),
+            confidence=confidence, kind=args.kind,
+            exact_time=args.kind == "user_reminder" and args.at is not None,
+            execute_at=at, now_ms=now,
+        )  # fmt: skip
+        self.wake()
+        zone = user_prefs(scope.timezone, {}, self.policy).zone
+        if args.kind == "ai":
+            note = "The gate, quiet hours and the quota are checked when it is due."
+        elif args.at is not None:
+            note = "A reminder at an explicit time: sent then, even within quiet hours."
+        else:
+            note = "A reminder: not subject to the quota; moved out of quiet hours if needed."
+        return f"Registered #{intent_id} for {local(at, zone):%Y-%m-%d %H:%M} ({zone.key}). {note}"
+
+    async def cancel(self, scope: Scope, args: IdArgs) -> str:
+        if not await self.store.cancel_intent(scope.user_pk, args.id, scope.now_ms):
+            raise ToolError(f"no pending follow-up #{args.id} for this user")
+        return f"Cancelled follow-up #{args.id}."
+
+    async def listing(self, scope: Scope, args: NoArgs) -> str:
+        items = await self.store.pending_intents(scope.user_pk)
+        if not items:
+            return "No pending follow-ups."
+        zone = user_prefs(scope.timezone, {}, self.policy).zone
+        return "\n".join(
+            f"#{i.id} at {local(i.execute_at, zone):%Y-%m-%d %H:%M} ({i.kind}, "
+            f"confidence {i.confidence:.2f}): {i.what}"
+            for i in items
+        )
+
+    async def quota(self, scope: Scope, args: NoArgs) -> str:
+        return await quota_line(self.plog, self.policy, scope)
+
+    async def execute(self, scope: Scope, args: IdArgs) -> str:
+        if not await self.store.fire_now(args.id, scope.now_ms):
+            raise ToolError(f"no pending follow-up #{args.id}")
+        self.wake()
+        return f"Follow-up #{args.id} runs at the next tick (policy checks still apply)."
+
+    async def engage(self, scope: Scope, args: IdArgs) -> str:
+        if not await self.plog.mark_engaged_id(args.id, scope.now_ms):
+            raise ToolError(f"no unengaged proactive log entry #{args.id}")
+        return f"Marked proactive message #{args.id} as engaged."
+
+    async def scan(self, scope: Scope, args: NoArgs) -> str:
+        assert self.scan_fn is not None
+        found = await self.scan_fn()
+        return (
+            f"Scan done: {found.dormant_user} dormant, {found.unanswered} unanswered, "
+            f"{found.engagement_drop} engagement-drop trigger(s) added."
+        )
+
+
+async def quota_line(plog: ProactiveLog, policy: PolicyConfig, scope: Scope) -> str:
+    zone = user_prefs(scope.timezone, {}, policy).zone
+    used = await plog.sends_since(
+        user=scope.user_pk, since_ms=local_day_start_ms(scope.now_ms, zone)
+    )
+    rate = await plog.engagement_rate(scope.user_pk, scope.now_ms)
+    left = max(0, policy.per_user_daily - used)
+    engagement = "no data yet" if rate is None else f"{rate:.0%} of proactive messages get replies"
+    return (
+        f"Proactive quota: {left}/{policy.per_user_daily} left today (user-local day). "
+        f"Engagement: {engagement} (30 days)."
+    )

@@ -1,0 +1,42 @@
+"""A child process for the SIGKILL test: runs one engine tick and blocks inside the third send.
+
+Usage: python proactive_child.py VAULT SENDS_FILE. Prints SENDING when the third message has
+reached the "platform" (a line in SENDS_FILE) and the send is still in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from gateway.messages import Outbound, SentReceipt
+from tests.fakes import MemoryChannel
+from tests.proactive_support import harness
+
+
+class HangingChannel(MemoryChannel):
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    async def send(self, out: Outbound) -> SentReceipt:
+        with self.path.open("a") as f:
+            f.write(out.idempotency_key + "\n")
+        if len(self.sent) == 2:
+            print("SENDING", flush=True)
+            await asyncio.Event().wait()
+        return await super().send(out)
+
+
+async def main(db: Path, sends: Path) -> None:
+    async with harness(db.parent, channel=HangingChannel(sends)) as h:
+        h.auto_send = "hello"
+        for n in range(5):
+            user, chat = await h.user(f"u{n}")
+            await h.intent(user, chat)
+        await h.engine("child").tick()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2])))

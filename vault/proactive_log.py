@@ -1,0 +1,110 @@
+"""The proactive log: one row per proactive message, for quotas, engagement and `/why`.
+
+There is no quota table: quotas are counts of log rows since a day boundary the caller computes
+(the user's local midnight, or UTC midnight for the global quota). A row is written in the same
+transaction as the outbox row (status `delivering`) and follows the send's outcome. Engagement:
+when the user writes within 24 h of a proactive message, its row is marked engaged; the rate
+over 30 days is what the model sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vault.db import Vault
+from vault.proactive import quota_used, sends_since
+
+ENGAGEMENT_WINDOW_MS = 24 * 3600 * 1000
+RATE_WINDOW_MS = 30 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LastProactive:
+    log_id: int
+    type: str
+    source_id: int
+    sent_at: int
+    status: str
+    engaged: bool
+    what: str
+    why: str
+    confidence: float
+    kind: str
+    reason: str
+
+
+class ProactiveLog:
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+
+    async def sends_since(self, *, user: int | None, since_ms: int) -> int:
+        async with self.vault.reading() as tx:
+            return await sends_since(tx, user=user, since_ms=since_ms)
+
+    async def quota_used(
+        self, *, user: int, user_since_ms: int, global_since_ms: int
+    ) -> tuple[int, int]:
+        async with self.vault.reading() as tx:
+            return await quota_used(
+                tx, user=user, user_since_ms=user_since_ms, global_since_ms=global_since_ms
+            )
+
+    async def mark_engaged(self, user: int, now_ms: int) -> int:
+        """The user wrote: engage their proactive messages of the last 24 h. Returns rows."""
+        async with self.vault.transaction() as tx:
+            return await tx.execute_rowcount(
+                """UPDATE proactive_log SET engaged = 1, engaged_at = ?
+                   WHERE user = ? AND engaged = 0 AND sent_at >= ? AND sent_at <= ?
+                     AND status IN ('sent', 'uncertain')""",
+                (now_ms, user, now_ms - ENGAGEMENT_WINDOW_MS, now_ms),
+            )
+
+    async def mark_engaged_id(self, log_id: int, now_ms: int) -> bool:
+        async with self.vault.transaction() as tx:
+            changed = await tx.execute_rowcount(
+                "UPDATE proactive_log SET engaged = 1, engaged_at = ? WHERE id = ? AND engaged = 0",
+                (now_ms, log_id),
+            )
+        return changed == 1
+
+    async def engagement_rate(self, user: int | None, now_ms: int) -> float | None:
+        """Share of delivered proactive messages the user answered (30 days); None if none."""
+        sql = """SELECT count(*), coalesce(sum(engaged), 0) FROM proactive_log
+                 WHERE sent_at >= ? AND status = 'sent'"""
+        params: list[int] = [now_ms - RATE_WINDOW_MS]
+        if user is not None:
+            sql += " AND user = ?"
+            params.append(user)
+        row = await self.vault.fetchone(sql, params)
+        assert row is not None
+        total, engaged = int(row[0]), int(row[1])
+        return engaged / total if total else None
+
+    async def last(self, user: int) -> LastProactive | None:
+        """The user's most recent proactive message and the item behind it, for `/why`."""
+        row = await self.vault.fetchone(
+            """SELECT l.id, l.type, l.source_id, l.sent_at, l.status, l.engaged,
+                      coalesce(i.what, t.context) AS what, coalesce(i.why, t.type) AS why,
+                      coalesce(i.confidence, 1.0) AS confidence,
+                      coalesce(i.kind, t.type) AS kind, coalesce(i.reason, t.reason) AS reason
+               FROM proactive_log l
+               LEFT JOIN proactive_intents i ON l.type = 'intent' AND i.id = l.source_id
+               LEFT JOIN proactive_triggers t ON l.type = 'trigger' AND t.id = l.source_id
+               WHERE l.user = ? ORDER BY l.sent_at DESC, l.id DESC LIMIT 1""",
+            (user,),
+        )
+        if row is None:
+            return None
+        return LastProactive(
+            log_id=row[0],
+            type=row[1],
+            source_id=row[2],
+            sent_at=row[3],
+            status=row[4],
+            engaged=bool(row[5]),
+            what=row[6] or "",
+            why=row[7] or "",
+            confidence=float(row[8]),
+            kind=row[9] or "",
+            reason=row[10] or "",
+        )

@@ -1,0 +1,121 @@
+"""Passive detectors: set-based SQL that inserts triggers for patterns the model did not see.
+
+Each detector is one `INSERT OR IGNORE … SELECT` so a scan over 100,000 users is a few table
+scans, not a loop of queries. Two unique indexes make every detector idempotent: one trigger
+per detected situation ever (`source_key`: the silence that started at a given `last_seen`,
+the question with a given message id, the drop in a given week) and never two open triggers
+of one type per user. Only direct-message chats that are still reachable are nudged, and users
+who turned proactive messages off are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vault.db import Vault
+
+DAY_MS = 86_400_000
+WEEK_MS = 7 * DAY_MS
+MIN_WEEKLY_MESSAGES = 2  # below this a "drop" is noise
+
+_INSERT = """INSERT OR IGNORE INTO proactive_triggers
+    (type, chat, user, context, source_key, execute_at, due_at, created_at)"""
+_OPTED_IN = "coalesce(json_extract(u.settings, '$.proactive_enabled'), 1) != 0"
+# The user's most recent direct-message chat that can still be reached.
+_DM_CHAT = """(SELECT m.chat FROM messages m JOIN chats c ON c.id = m.chat
+              WHERE m.user = u.id AND c.kind = 'dm' AND c.unreachable_ms IS NULL
+              ORDER BY m.at_ms DESC LIMIT 1)"""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    dormant_user: int
+    unanswered: int
+    engagement_drop: int
+
+    @property
+    def total(self) -> int:
+        return self.dormant_user + self.unanswered + self.engagement_drop
+
+
+# Users silent since `cutoff`, once per silence (keyed by the last_seen it started at).
+DORMANT = f"""{_INSERT}
+                SELECT 'dormant_user', chat, id, context, key, :now, :now, :now FROM (
+                  SELECT u.id, {_DM_CHAT} AS chat,
+                         'no message for ' || ((:now - u.last_seen_ms) / {DAY_MS}) || ' days'
+                           AS context,
+                         'since:' || u.last_seen_ms AS key
+                  FROM users u
+                  WHERE u.last_seen_ms < :cutoff AND {_OPTED_IN}
+                    AND NOT EXISTS (SELECT 1 FROM proactive_triggers t WHERE t.user = u.id
+                        AND t.type = 'dormant_user' AND t.source_key = 'since:' || u.last_seen_ms)
+                  LIMIT :limit)
+                WHERE chat IS NOT NULL"""
+
+# Chats whose last chat message is the assistant asking something, unanswered since `cutoff`.
+UNANSWERED = f"""{_INSERT}
+                SELECT 'unanswered', q.chat, u.id, 'you asked: ' || substr(q.text, 1, 300),
+                       'msg:' || q.id, :now, :now, :now
+                FROM messages q JOIN chats c ON c.id = q.chat
+                JOIN users u ON u.id = (SELECT user FROM messages WHERE chat = q.chat
+                                        AND role = 'user' ORDER BY id DESC LIMIT 1)
+                WHERE q.id IN (SELECT max(id) FROM messages
+                               WHERE kind IN ('chat', 'proactive') GROUP BY chat)
+                  AND q.role = 'assistant' AND q.kind = 'chat' AND rtrim(q.text) LIKE '%?'
+                  AND q.at_ms < :cutoff AND q.at_ms >= :oldest
+                  AND c.kind = 'dm' AND c.unreachable_ms IS NULL AND {_OPTED_IN}
+                LIMIT :limit"""
+
+# Users whose last week is below `ratio` of their weekly average over the 4 weeks before.
+DROPS = f"""{_INSERT}
+                SELECT 'engagement_drop', chat, id, context, key, :now, :now, :now FROM (
+                  SELECT u.id, {_DM_CHAT} AS chat,
+                         'messages last week: ' || a.recent || ', weekly average before: '
+                           || printf('%.1f', a.earlier / 4.0) AS context,
+                         'week:' || (:now / {WEEK_MS}) AS key
+                  FROM (SELECT user, sum(at_ms >= :week) AS recent, sum(at_ms < :week) AS earlier
+                        FROM messages WHERE role = 'user' AND kind = 'chat'
+                          AND at_ms >= :start AND at_ms < :now GROUP BY user) a
+                  JOIN users u ON u.id = a.user
+                  WHERE a.earlier >= {4 * MIN_WEEKLY_MESSAGES}
+                    AND a.recent < :ratio * a.earlier / 4.0 AND {_OPTED_IN}
+                  LIMIT :limit)
+                WHERE chat IS NOT NULL"""
+
+
+async def scan(
+    vault: Vault,
+    *,
+    now_ms: int,
+    dormancy_ms: int,
+    unanswered_ms: int,
+    max_age_ms: int,
+    drop_ratio: float,
+    limit: int = 10_000,
+) -> ScanResult:
+    """Run the three detectors in one transaction; at most `limit` new triggers each."""
+    async with vault.transaction() as tx:
+        return ScanResult(
+            await tx.execute_rowcount(
+                DORMANT, {"now": now_ms, "cutoff": now_ms - dormancy_ms, "limit": limit}
+            ),
+            await tx.execute_rowcount(
+                UNANSWERED,
+                {
+                    "now": now_ms,
+                    "cutoff": now_ms - unanswered_ms,
+                    "oldest": now_ms - unanswered_ms - max_age_ms,
+                    "limit": limit,
+                },
+            ),
+            await tx.execute_rowcount(
+                DROPS,
+                {
+                    "now": now_ms,
+                    "week": now_ms - WEEK_MS,
+                    "start": now_ms - 5 * WEEK_MS,
+                    "ratio": drop_ratio,
+                    "limit": limit,
+                },
+            ),
+        )
