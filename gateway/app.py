@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from gateway.admin_commands import AdminCommands
 from gateway.admin_ops import ProactiveOps
 from gateway.agent import Agent
 from gateway.anthropic_llm import AnthropicLLM
+from gateway.app_proactive import wire_proactive
 from gateway.auth import Authorizer
 from gateway.clock import SystemClock
 from gateway.commands import CommandRegistry
@@ -67,12 +67,7 @@ from gateway.steps import (
 )
 from gateway.tools import ToolRegistry
 from gateway.vault_metrics import register_vault_metrics
-from proactive.commands import ProactiveCommands
-from proactive.engine import Engine, EngineConfig
-from proactive.execute import Executor
-from proactive.policy import PolicyConfig
-from proactive.provider import ProactiveProvider, engagement_hook
-from proactive.tools import ProactiveTools
+from proactive.engine import Engine
 from vault.analyzer import AnalyzerStore
 from vault.audit import AuditLog
 from vault.conversations import Conversations
@@ -223,7 +218,10 @@ class App:
             drain_timeout_s=s.router.drain_timeout_s,
             metrics=self.metrics,
         )
-        self._build_proactive()
+        self.proactive_store: ProactiveStore
+        self.proactive_log: ProactiveLog
+        self.proactive_engine: Engine | None
+        wire_proactive(self)
         await self.delivery.recover()
         self.http = await self._start_http()
 
@@ -260,56 +258,6 @@ class App:
 
     def channel_health(self) -> list[ChannelHealth]:
         return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
-
-    def _build_proactive(self) -> None:
-        """Commands and engagement always; tools, context and the engine when enabled."""
-        s = self.config.settings.proactive
-        policy = PolicyConfig.from_section(s)
-        self.proactive_store = ProactiveStore(self.vault)
-        self.proactive_log = ProactiveLog(self.vault)
-        self.commands.register(
-            *ProactiveCommands(
-                conversations=self.conversations,
-                store=self.proactive_store,
-                plog=self.proactive_log,
-                policy=policy,
-            ).commands()
-        )
-        self.turn_hooks.append(engagement_hook(self.proactive_log))
-        self.proactive_engine: Engine | None = None
-        if not s.enabled:
-            return
-        executor = Executor(
-            store=self.proactive_store,
-            plog=self.proactive_log,
-            memories=self.memories,
-            call_model=self.agent.call,
-            deliver=self.delivery.deliver_pending,
-            chat_lock=self.router.chat_lock,
-            clock=self.clock,
-            policy=policy,
-            rng=random.Random(),
-        )
-        engine = Engine(
-            vault=self.vault,
-            store=self.proactive_store,
-            executor=executor,
-            clock=self.clock,
-            config=EngineConfig.from_section(s),
-        )
-        self.proactive_engine = engine
-        self.tools.register(
-            *ProactiveTools(
-                store=self.proactive_store,
-                plog=self.proactive_log,
-                policy=policy,
-                default_confidence=s.default_confidence,
-                wake=engine.wake,
-                scan=engine.scan,
-            ).tools()
-        )
-        self.pipeline.register(ProactiveProvider(self.proactive_store, self.proactive_log, policy))
-        self.background.append(engine.run)
 
     def _steps(self) -> list[Step]:
         s = self.config.settings

@@ -9,7 +9,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "channels", "proactive", "vault")
-WIRING = {"gateway.app", "gateway.app_channels", "gateway.cli", "gateway.__main__"}
+WIRING = {
+    "gateway.app",
+    "gateway.app_channels",
+    "gateway.app_proactive",
+    "gateway.cli",
+    "gateway.__main__",
+}
 CHANNEL_MAY_USE = {"gateway.messages", "gateway.ports", "gateway.errors", "gateway.formatting"}
 VAULT_MAY_USE = {"gateway.messages", "gateway.errors"}
 

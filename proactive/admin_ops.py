@@ -1,0 +1,176 @@
+"""The proactive engine's side of the admin surface (`gateway.admin_ops.ProactiveOps`), and
+the `/admin` subcommands built on it: one implementation for chat and for the HTTP API.
+
+Admin actions go through the same store operations and the same engine as everything else:
+`execute` moves a pending follow-up to now and runs a tick, so policy (quiet hours, quotas,
+consent) and the model's gate still decide; nothing here sends on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from gateway.admin_commands import Sub
+from gateway.admin_ops import JSON
+from gateway.api_schema import IntentRequest
+from gateway.commands import CommandCall
+from gateway.errors import NotFound, ToolError, UserInputError, WrongState
+from proactive.engine import Engine
+from proactive.policy import PolicyConfig, local_day_start_ms, user_prefs
+from proactive.tools import MAX_AHEAD_MS, MIN_DELAY_MS, parse_at
+from vault.proactive import ProactiveStore
+from vault.proactive_admin import ProactiveAdminQueries
+from vault.proactive_log import ProactiveLog
+
+
+class ProactiveAdmin:
+    def __init__(
+        self,
+        *,
+        store: ProactiveStore,
+        plog: ProactiveLog,
+        queries: ProactiveAdminQueries,
+        engine: Engine | None,
+        policy: PolicyConfig,
+        default_confidence: float,
+    ) -> None:
+        self.store = store
+        self.plog = plog
+        self.queries = queries
+        self.engine = engine
+        self.policy = policy
+        self.default_confidence = default_confidence
+
+    async def _user(self, key: str) -> int:
+        pk = await self.queries.user_pk(key)
+        if pk is None:
+            raise NotFound(f"unknown user {key}")
+        return int(pk)
+
+    async def register(self, request: IntentRequest, *, now_ms: int) -> JSON:
+        user = await self._user(request.user)
+        chat = await self.queries.chat_pk(request.chat)
+        if chat is None:
+            raise NotFound(f"unknown chat {request.chat}")
+        try:
+            at = (
+                parse_at(request.at)
+                if request.at
+                else now_ms + int((request.delay_minutes or 0) * 60_000)
+            )
+        except ToolError as exc:
+            raise UserInputError(str(exc)) from None
+        if not now_ms + MIN_DELAY_MS <= at <= now_ms + MAX_AHEAD_MS:
+            raise UserInputError("the time must be between one minute and one year ahead")
+        confidence = self.default_confidence if request.confidence is None else request.confidence
+        intent_id = await self.store.add_intent(
+            chat=int(chat), user=user, what=request.what.strip(), why=request.why.strip(),
+            confidence=confidence, kind=request.kind,
+            exact_time=request.kind == "user_reminder" and request.at is not None,
+            execute_at=at, now_ms=now_ms,
+        )  # fmt: skip
+        if self.engine is not None:
+            self.engine.wake()
+        return {"id": intent_id, "status": "pending", "execute_at": at}
+
+    async def _pending_intent(self, item_id: int) -> Any:
+        item = await self.store.get("intent", item_id)
+        if item is None:
+            raise NotFound(f"no follow-up #{item_id}")
+        if item.status != "pending":
+            raise WrongState(f"follow-up #{item_id} is {item.status}, not pending")
+        return item
+
+    async def cancel(self, item_id: int, *, now_ms: int) -> JSON:
+        item = await self._pending_intent(item_id)
+        if not await self.store.cancel_intent(item.user_pk, item_id, now_ms):
+            raise WrongState(f"follow-up #{item_id} is no longer pending")
+        return {"id": item_id, "status": "cancelled"}
+
+    async def pending(self, user: str | None) -> JSON:
+        user_pk = await self._user(user) if user is not None else None
+        return await self.queries.pending(user_pk)
+
+    async def quota(self, user: str, *, now_ms: int) -> JSON:
+        user_pk = await self._user(user)
+        row = await self.store.vault.fetchone(
+            "SELECT timezone, settings FROM users WHERE id = ?", (user_pk,)
+        )
+        assert row is not None
+        zone = user_prefs(row["timezone"], {}, self.policy).zone
+        used = await self.plog.sends_since(user=user_pk, since_ms=local_day_start_ms(now_ms, zone))
+        rate = await self.plog.engagement_rate(user_pk, now_ms)
+        return {"user": user, "used_today": used, "max_per_day": self.policy.per_user_daily,
+                "remaining": max(0, self.policy.per_user_daily - used), "timezone": zone.key,
+                "engagement_rate_30d": rate}  # fmt: skip
+
+    async def scan(self) -> JSON:
+        if self.engine is None:
+            raise WrongState("the proactive engine is off ([proactive] enabled = false)")
+        return asdict(await self.engine.scan())
+
+    async def execute(self, item_id: int, *, now_ms: int) -> JSON:
+        if self.engine is None:
+            raise WrongState("the proactive engine is off ([proactive] enabled = false)")
+        await self._pending_intent(item_id)
+        if not await self.store.fire_now(item_id, now_ms):
+            raise WrongState(f"follow-up #{item_id} is no longer pending")
+        await self.engine.tick()
+        item = await self.store.get("intent", item_id)
+        assert item is not None
+        return {"id": item_id, "status": item.status}
+
+    def subs(self) -> list[Sub]:
+        return [
+            Sub("intents", "[user]", "pending follow-ups (all users or one)", self._intents),
+            Sub("triggers", "", "pending passive triggers", self._triggers),
+            Sub("cancel", "ID", "cancel a pending follow-up", self._cancel),
+            Sub("fire", "ID", "run a follow-up now (policy and gate still apply)", self._fire),
+            Sub("scan", "", "run the passive scan now", self._scan),
+            Sub("quota", "[user]", "a user's proactive quota (default: you)", self._quota),
+        ]
+
+    async def _intents(self, call: CommandCall, args: str) -> str:
+        found = await self.pending(args or None)
+        return _listing("Pending follow-ups", found["intents"])
+
+    async def _triggers(self, call: CommandCall, args: str) -> str:
+        return _listing("Pending triggers", (await self.pending(None))["triggers"])
+
+    async def _cancel(self, call: CommandCall, args: str) -> str:
+        await self.cancel(_id(args, call, "cancel"), now_ms=call.scope.now_ms)
+        return f"Cancelled follow-up #{args.strip().lstrip('#')}."
+
+    async def _fire(self, call: CommandCall, args: str) -> str:
+        result = await self.execute(_id(args, call, "fire"), now_ms=call.scope.now_ms)
+        return f"Follow-up #{result['id']} ran: {result['status']}."
+
+    async def _scan(self, call: CommandCall, args: str) -> str:
+        found = await self.scan()
+        return "Scan done: " + ", ".join(f"{k} {v}" for k, v in found.items())
+
+    async def _quota(self, call: CommandCall, args: str) -> str:
+        user = args.strip() or call.scope.user.key
+        q = await self.quota(user, now_ms=call.scope.now_ms)
+        rate = q["engagement_rate_30d"]
+        return (
+            f"{user}: {q['remaining']}/{q['max_per_day']} proactive messages left today "
+            f"({q['timezone']}); engagement {'n/a' if rate is None else f'{rate:.0%}'}."
+        )
+
+
+def _id(args: str, call: CommandCall, sub: str) -> int:
+    text = args.strip().lstrip("#")
+    if not text.isdigit():
+        raise UserInputError(f"Usage: {call.hint('admin')} {sub} ID")
+    return int(text)
+
+
+def _listing(title: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return f"{title}: none."
+    lines = [f"{title}:"]
+    for r in rows:
+        lines.append(f"• #{r['id']} {r['user']} {r['kind']} [{r['status']}]: {r['what'][:80]}")
+    return "\n".join(lines)
