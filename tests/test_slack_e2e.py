@@ -52,9 +52,13 @@ class Running:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Running]:
+async def serving(
+    tmp_path: Path, llm: FakeLLM, auth: dict[str, object] | None = None
+) -> AsyncIterator[Running]:
     config = make_config(
-        tmp_path, auth={"allow": [f"slack:{ALLOWED}"]}, http={"port": 0, "enabled": True}
+        tmp_path,
+        auth=auth or {"allow": [f"slack:{ALLOWED}"]},
+        http={"port": 0, "enabled": True},
     )
     async with running_fake_slack() as api:
         channel = SlackChannel(
@@ -177,3 +181,20 @@ async def test_slash_command_runs_the_shared_command(tmp_path: Path) -> None:
     assert "/iris clear" in answer["text"]  # help lists commands the way Slack users type them
     assert run.api.posts == []
     assert llm.requests == []
+
+
+async def test_admin_subcommand_only_for_admins(tmp_path: Path) -> None:
+    auth = {"allow": [f"slack:{ALLOWED}"], "admins": ["slack:UADMIN"]}
+    async with serving(tmp_path, FakeLLM(), auth=auth) as run:
+        for n, user in enumerate((ALLOWED, "UADMIN"), 1):
+            body = command_body("admin users", user=user, response_url=f"{run.api.url}/respond/{n}")
+            assert await run.deliver(body, form=True) == 200
+            await run.api.wait_for(lambda n=n: len(run.api.responses) >= n)
+        entries = await run.app.audit.recent()
+    refused, allowed = (r["text"] for r in run.api.responses)
+    assert "/iris admin is not allowed" in refused
+    assert "slack:U1" in allowed  # the user list, in the admin's thread of replies
+    assert [(e.actor, e.outcome) for e in reversed(entries)] == [
+        ("slack:U1", "refused"),
+        ("slack:UADMIN", "ok"),
+    ]

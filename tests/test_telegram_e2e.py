@@ -22,15 +22,19 @@ from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, error, mention, message
 
 ALLOWED = 42
 STRANGER = 99
+ADMIN = 7
 GROUP = -100500
 
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, llm: FakeLLM, clock: ManualClock | None = None
+    tmp_path: Path,
+    llm: FakeLLM,
+    clock: ManualClock | None = None,
+    auth: dict[str, object] | None = None,
 ) -> AsyncIterator[tuple[App, FakeBotAPI]]:
     """The app running with a polling Telegram channel; leaving drains every turn."""
-    config = make_config(tmp_path, auth={"allow": [f"telegram:{ALLOWED}"]})
+    config = make_config(tmp_path, auth=auth or {"allow": [f"telegram:{ALLOWED}"]})
     with respx.mock(assert_all_called=False) as router:
         api = FakeBotAPI(router)
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
@@ -336,3 +340,19 @@ async def test_chats_run_concurrently_and_each_chat_in_order(tmp_path: Path) -> 
             await asyncio.wait_for(task, 10)
     chat1 = [m["text"] for m in api.sent if m["chat_id"] == "1"]
     assert chat1 == ["re slow", "re fast"]
+
+
+async def test_admin_commands_only_for_admins(tmp_path: Path) -> None:
+    auth = {"allow": [f"telegram:{ALLOWED}"], "admins": [f"telegram:{ADMIN}"]}
+    async with serving(tmp_path, FakeLLM(), auth=auth) as (app, api):
+        api.queue_updates(message_update("/admin stats", user_id=ALLOWED))
+        (refused,) = await api.wait_sent(1)
+        api.queue_updates(message_update("/admin stats", user_id=ADMIN))
+        _, stats = await api.wait_sent(2)
+        entries = await app.audit.recent()
+    assert "not allowed" in refused["text"]
+    assert "Last 24h" in stats["text"]
+    assert [(e.actor, e.outcome) for e in reversed(entries)] == [
+        (f"telegram:{ALLOWED}", "refused"),
+        (f"telegram:{ADMIN}", "ok"),
+    ]
