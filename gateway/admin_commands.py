@@ -9,6 +9,7 @@ registry's `on_denied` hook. Subcommands are pluggable: the core brings `stats`,
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -117,10 +118,11 @@ class AdminCommands:
         lines = ["Users (most recent first):"]
         for r in rows:
             name = f" ({r['display_name']})" if r["display_name"] else ""
+            settings = json.loads(r["settings"])
+            proactive = "off" if settings.get("proactive_enabled") is False else "on"
             lines.append(
-                f"• {r['channel']}:{r['user_id']}{name} — last seen "
-                f"{when(r['last_seen_ms'])}, tz {r['timezone'] or 'default'}, "
-                f"settings {r['settings']}"
+                f"• {r['channel']}:{r['user_id']}{name} — last seen {when(r['last_seen_ms'])}, "
+                f"tz {r['timezone'] or 'default'}, proactive {proactive}"
             )
         return "\n".join(lines)
 

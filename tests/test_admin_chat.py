@@ -95,3 +95,17 @@ def test_iris_audit_prints_and_rejects_bad_since(tmp_path: Path) -> None:
     bad = iris("--since", "yesterday-ish")
     assert bad.returncode == 2
     assert "--since: expected 24h" in bad.stderr
+
+
+async def test_admin_users_shows_time_zone_and_consent(
+    tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    async with await admin_app(tmp_path, llm, channel) as app:
+        await app.router.submit(inbound("/tz Asia/Tokyo", user="alice", chat="a"))
+        await app.router.submit(inbound("/proactive off", user="alice", chat="a"))
+        await app.router.submit(inbound("/admin users", user="boss", chat="b"))
+        listing = channel.texts()[-1]
+    alice = next(line for line in listing.splitlines() if "memory:alice" in line)
+    assert "tz Asia/Tokyo, proactive off" in alice
+    boss = next(line for line in listing.splitlines() if "memory:boss" in line)
+    assert "tz default, proactive on" in boss
