@@ -70,7 +70,7 @@ from gateway.vault_metrics import register_vault_metrics
 from proactive.engine import Engine
 from vault.analyzer import AnalyzerStore
 from vault.audit import AuditLog
-from vault.conversations import Conversations
+from vault.conversations import Conversations, RecordHook
 from vault.db import Vault
 from vault.inbound import InboundLog
 from vault.memories import Memories
@@ -201,6 +201,7 @@ class App:
         )
         self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
         self.turn_hooks: list[TurnHook] = []
+        self.record_hooks: list[RecordHook] = []
         self.analyzer: ContextWatch | None = None
         if s.analyzer.enabled:
             self.analyzer = ContextWatch(
@@ -264,7 +265,9 @@ class App:
         return [
             dedupe_step(),
             auth_step(self.authorizer, self.inbound_log, self.replier),
-            record_step(self.conversations, max_chars=s.router.max_message_chars),
+            record_step(
+                self.conversations, max_chars=s.router.max_message_chars, hooks=self.record_hooks
+            ),
             hooks_step(self.turn_hooks),
             command_step(self.commands, self.replier),
             *([analyzer_step(self.analyzer.suggest, self.replier)] if self.analyzer else []),

@@ -18,11 +18,11 @@ from proactive.commands import ProactiveCommands
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
 from proactive.policy import PolicyConfig
-from proactive.provider import ProactiveProvider, engagement_hook
+from proactive.provider import ProactiveProvider
 from proactive.tools import ProactiveTools
 from vault.proactive import ProactiveStore
 from vault.proactive_admin import ProactiveAdminQueries
-from vault.proactive_log import ProactiveLog
+from vault.proactive_log import ProactiveLog, engagement_record_hook
 
 if TYPE_CHECKING:
     from gateway.app import App
@@ -39,7 +39,7 @@ def wire_proactive(app: App) -> None:
             conversations=app.conversations, store=store, plog=plog, policy=policy
         ).commands()
     )
-    app.turn_hooks.append(engagement_hook(plog))
+    app.record_hooks.append(engagement_record_hook)
     _observe(app, queries, plog)
     app.proactive_engine = None
     if not s.enabled:

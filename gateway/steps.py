@@ -20,7 +20,7 @@ from gateway.messages import OutboundKind
 from gateway.replies import Replier
 from gateway.router import Next, Step, Turn
 from gateway.scope import Scope
-from vault.conversations import Conversations
+from vault.conversations import Conversations, RecordHook
 from vault.inbound import InboundLog
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,11 @@ def auth_step(authorizer: Authorizer, inbound_log: InboundLog, replier: Replier)
     return auth
 
 
-def record_step(conversations: Conversations, *, max_chars: int) -> Step:
+def record_step(
+    conversations: Conversations, *, max_chars: int, hooks: Sequence[RecordHook] = ()
+) -> Step:
+    """Record the message (and claim its dedupe keys, and run `hooks`) in one transaction."""
+
     async def record(turn: Turn, nxt: Next) -> None:
         inbound = turn.inbound
         text = inbound.text.strip()
@@ -119,6 +123,7 @@ def record_step(conversations: Conversations, *, max_chars: int) -> Step:
             tokens=estimate_tokens(text),
             now_ms=turn.now_ms,
             dedupe_keys=tuple(dedupe_keys(turn)),
+            hooks=hooks,
         )
         if recorded is None:  # a concurrent redelivery claimed the keys first
             log.info("duplicate delivery of %s dropped", inbound.message_id)

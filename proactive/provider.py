@@ -3,18 +3,17 @@
 `ProactiveProvider` adds a per-request system item (phase SYSTEM, position SYSTEM: it changes
 with every message, so it stays out of the cached prefix): the quota left today in the user's
 local day, the engagement rate, the pending follow-ups with their ids, and when to register
-one. `engagement_hook` marks recent proactive messages engaged when the user writes.
+one.
+Engagement is marked by `vault.proactive_log.engagement_record_hook`, inside the transaction
+that records the user's message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from gateway.context import ContextItem, Phase, Position
-from gateway.router import Turn
 from gateway.scope import Scope
-from proactive.policy import PolicyConfig, local, user_prefs
-from proactive.tools import quota_line
+from proactive.policy import PolicyConfig, local, local_day_start_ms, user_prefs
+from proactive.tools import render_quota
 from vault.proactive import ProactiveStore
 from vault.proactive_log import ProactiveLog
 
@@ -39,9 +38,15 @@ class ProactiveProvider:
         self.policy = policy
 
     async def provide(self, scope: Scope) -> list[ContextItem] | None:
-        pending = await self.store.pending_intents(scope.user_pk, limit=MAX_LISTED + 1)
         zone = user_prefs(scope.timezone, {}, self.policy).zone
-        lines = [GUIDE, await quota_line(self.plog, self.policy, scope)]
+        seen = await self.plog.overview(
+            scope.user_pk,
+            day_start_ms=local_day_start_ms(scope.now_ms, zone),
+            now_ms=scope.now_ms,
+            pending=MAX_LISTED + 1,
+        )
+        pending = seen.pending
+        lines = [GUIDE, render_quota(seen, self.policy)]
         if pending:
             lines.append(
                 f"Pending follow-ups ({len(pending)}{'+' if len(pending) > MAX_LISTED else ''}):"
@@ -61,14 +66,3 @@ class ProactiveProvider:
                 reason="proactive quota and follow-ups",
             )
         ]
-
-
-def engagement_hook(plog: ProactiveLog) -> Callable[[Turn], Awaitable[None]]:
-    """A turn hook: a chat message (not a command) engages the user's recent proactive ones."""
-
-    async def mark_engaged(turn: Turn) -> None:
-        if turn.scope is None or turn.command is not None:
-            return
-        await plog.mark_engaged(turn.scope.user_pk, turn.now_ms)
-
-    return mark_engaged

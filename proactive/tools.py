@@ -19,7 +19,7 @@ from gateway.scope import Scope
 from gateway.tools import Tool
 from proactive.policy import PolicyConfig, local, local_day_start_ms, user_prefs
 from vault.proactive import ProactiveStore
-from vault.proactive_log import ProactiveLog
+from vault.proactive_log import Overview, ProactiveLog
 from vault.proactive_scan import ScanResult
 
 MAX_AHEAD_MS = 365 * 86_400_000
@@ -171,11 +171,15 @@ class ProactiveTools:
 
 async def quota_line(plog: ProactiveLog, policy: PolicyConfig, scope: Scope) -> str:
     zone = user_prefs(scope.timezone, {}, policy).zone
-    used = await plog.sends_since(
-        user=scope.user_pk, since_ms=local_day_start_ms(scope.now_ms, zone)
+    seen = await plog.overview(
+        scope.user_pk, day_start_ms=local_day_start_ms(scope.now_ms, zone), now_ms=scope.now_ms
     )
-    rate = await plog.engagement_rate(scope.user_pk, scope.now_ms)
-    left = max(0, policy.per_user_daily - used)
+    return render_quota(seen, policy)
+
+
+def render_quota(seen: Overview, policy: PolicyConfig) -> str:
+    rate = seen.engagement_rate
+    left = max(0, policy.per_user_daily - seen.used_today)
     engagement = "no data yet" if rate is None else f"{rate:.0%} of proactive messages get replies"
     return (
         f"Proactive quota: {left}/{policy.per_user_daily} left today (user-local day). "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,10 @@ from vault.db import Tx, Vault
 from vault.inbound import claim
 
 HISTORY_KINDS = ("chat", "proactive")
+
+# Runs inside the transaction that records a user's message: (connection, user pk, chat pk,
+# message kind, now). For bookkeeping that must happen whenever someone writes (engagement).
+RecordHook = Callable[[sqlite3.Connection, int, int, str, int], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +153,7 @@ class Conversations:
         tokens: int,
         now_ms: int,
         dedupe_keys: tuple[str, ...] = (),
+        hooks: Sequence[RecordHook] = (),
     ) -> Recorded | None:
         """Record a user's message and claim its dedupe keys atomically; None if a duplicate."""
         ref = inbound.chat
@@ -172,6 +178,8 @@ class Conversations:
                 now_ms=now_ms,
                 platform_id=inbound.message_id or None,
             )
+            for hook in hooks:
+                hook(raw, user["id"], chat, kind, now_ms)
             return user, chat, session, message
 
         done = await self.vault.run(record)

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import aiosqlite
 
@@ -64,6 +64,15 @@ async def _on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> 
     raw: sqlite3.Connection = conn._conn
     result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
     return result
+
+
+class Reads(Protocol):
+    """What read-only helpers need: a `Tx` inside a transaction, or the `Vault` itself (one
+    statement on the read connection, consistent on its own)."""
+
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None: ...
+
+    async def scalar(self, sql: str, params: Params = ()) -> Any: ...
 
 
 class Tx:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.messages import ChatRef
-from vault.db import Tx
+from vault.db import Reads, Tx
 
 Source = Literal["intent", "trigger"]
 TABLES: dict[str, str] = {"intent": "proactive_intents", "trigger": "proactive_triggers"}
@@ -118,7 +118,7 @@ class Delivering:
 
 
 async def quota_used(
-    tx: Tx, *, user: int, user_since_ms: int, global_since_ms: int
+    tx: Reads, *, user: int, user_since_ms: int, global_since_ms: int
 ) -> tuple[int, int]:
     """(the user's sends since their local midnight, everyone's since UTC midnight)."""
     row = await tx.fetchone(
@@ -132,7 +132,7 @@ async def quota_used(
     return int(row[0]), int(row[1])
 
 
-async def sends_since(tx: Tx, *, user: int | None, since_ms: int) -> int:
+async def sends_since(tx: Reads, *, user: int | None, since_ms: int) -> int:
     """Proactive messages counted against a quota: sent, in flight, or possibly sent."""
     sql = """SELECT count(*) FROM proactive_log WHERE sent_at >= ?
              AND status IN ('delivering', 'sent', 'uncertain')"""

@@ -9,6 +9,8 @@ over 30 days is what the model sees.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from dataclasses import dataclass
 
 from vault.db import Vault
@@ -33,31 +35,81 @@ class LastProactive:
     reason: str
 
 
+def mark_engaged_in(raw: sqlite3.Connection, user: int, now_ms: int) -> int:
+    """Engage `user`'s proactive messages of the last 24 h, in the caller's transaction.
+
+    Runs for every chat message (a record hook), so it is one indexed UPDATE that usually
+    matches nothing, executed inside the transaction that records the message.
+    """
+    return raw.execute(
+        """UPDATE proactive_log SET engaged = 1, engaged_at = ?
+           WHERE user = ? AND engaged = 0 AND sent_at >= ? AND sent_at <= ?
+             AND status IN ('sent', 'uncertain')""",
+        (now_ms, user, now_ms - ENGAGEMENT_WINDOW_MS, now_ms),
+    ).rowcount
+
+
+def engagement_record_hook(
+    raw: sqlite3.Connection, user: int, chat: int, kind: str, now_ms: int
+) -> None:
+    """A `RecordHook`: a chat message (not a command) engages recent proactive messages."""
+    if kind == "chat":
+        mark_engaged_in(raw, user, now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIntent:
+    id: int
+    execute_at: int
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    used_today: int
+    engagement_rate: float | None
+    pending: list[PendingIntent]
+
+
 class ProactiveLog:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
     async def sends_since(self, *, user: int | None, since_ms: int) -> int:
-        async with self.vault.reading() as tx:
-            return await sends_since(tx, user=user, since_ms=since_ms)
+        return await sends_since(self.vault, user=user, since_ms=since_ms)  # one statement
 
     async def quota_used(
         self, *, user: int, user_since_ms: int, global_since_ms: int
     ) -> tuple[int, int]:
-        async with self.vault.reading() as tx:
-            return await quota_used(
-                tx, user=user, user_since_ms=user_since_ms, global_since_ms=global_since_ms
-            )
+        return await quota_used(
+            self.vault, user=user, user_since_ms=user_since_ms, global_since_ms=global_since_ms
+        )
 
     async def mark_engaged(self, user: int, now_ms: int) -> int:
         """The user wrote: engage their proactive messages of the last 24 h. Returns rows."""
-        async with self.vault.transaction() as tx:
-            return await tx.execute_rowcount(
-                """UPDATE proactive_log SET engaged = 1, engaged_at = ?
-                   WHERE user = ? AND engaged = 0 AND sent_at >= ? AND sent_at <= ?
-                     AND status IN ('sent', 'uncertain')""",
-                (now_ms, user, now_ms - ENGAGEMENT_WINDOW_MS, now_ms),
-            )
+        return await self.vault.run(lambda raw: mark_engaged_in(raw, user, now_ms))
+
+    async def overview(
+        self, user: int, *, day_start_ms: int, now_ms: int, pending: int = 0
+    ) -> Overview:
+        """Today's quota use, the 30-day engagement rate and (if asked) the first `pending`
+        follow-ups — one statement, since the context pipeline asks on every message."""
+        row = await self.vault.fetchone(
+            """SELECT
+                  (SELECT count(*) FROM proactive_log WHERE user = ? AND sent_at >= ?
+                     AND status IN ('delivering', 'sent', 'uncertain')),
+                  count(*), coalesce(sum(engaged), 0),
+                  (SELECT json_group_array(json_array(id, execute_at, what)) FROM (
+                     SELECT id, execute_at, what FROM proactive_intents
+                     WHERE user = ? AND status = 'pending' ORDER BY execute_at LIMIT ?))
+                FROM proactive_log WHERE user = ? AND sent_at >= ? AND status = 'sent'""",
+            (user, day_start_ms, user, pending, user, now_ms - RATE_WINDOW_MS),
+        )
+        assert row is not None
+        total, engaged = int(row[1]), int(row[2])
+        listed = [PendingIntent(int(i), int(at), str(what)) for i, at, what in json.loads(row[3])]
+        return Overview(used_today=int(row[0]), engagement_rate=engaged / total if total else None,
+                        pending=listed)  # fmt: skip
 
     async def mark_engaged_id(self, log_id: int, now_ms: int) -> bool:
         async with self.vault.transaction() as tx:
