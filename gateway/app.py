@@ -111,6 +111,24 @@ class App:
         await self._stack.aclose()
 
     async def _build(self) -> None:
+        await self._build_stores()
+        self._build_agent()
+        self._build_commands()
+        await self._build_delivery()
+        self._build_router()
+        self.proactive_store: ProactiveStore
+        self.proactive_log: ProactiveLog
+        self.proactive_engine: Engine | None
+        wire_proactive(self)
+        # Every command is registered now: platform menus get the complete list.
+        menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
+        for channel in self.channels:
+            if isinstance(channel, TakesCommands):
+                channel.use_commands(menu)
+        await self.delivery.recover()
+        self.http = await self._start_http()
+
+    async def _build_stores(self) -> None:
         s = self.config.settings
         self.vault = await self._stack.enter_async_context(
             Vault(s.vault.path, busy_timeout_ms=s.vault.busy_timeout_ms)
@@ -121,12 +139,16 @@ class App:
         self.outbox = Outbox(self.vault)
         self.inbound_log = InboundLog(self.vault)
         self.usage = UsageLog(self.vault)
+        self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         # The counters stay readable (admin stats) while the analyzer is switched off.
         self.analyzer_store = AnalyzerStore(self.vault)
+        self.audit = AuditLog(self.vault)
         self.metrics = Metrics()
         register_vault_metrics(self.metrics, self.vault, self.outbox)
-        self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         self.llm = await self._build_llm()
+
+    def _build_agent(self) -> None:
+        s = self.config.settings
         self.traces = TraceStore()
         self.pipeline = ContextPipeline(
             budget_tokens=s.context.max_tokens,
@@ -153,6 +175,9 @@ class App:
             clock=self.clock,
             metrics=self.metrics,
         )
+
+    def _build_commands(self) -> None:
+        s = self.config.settings
         self.commands = CommandRegistry()
         self.commands.register(
             *CoreCommands(
@@ -164,23 +189,19 @@ class App:
                 default_timezone=s.proactive.default_timezone,
             ).commands()
         )
-        self.audit = AuditLog(self.vault)
         self.stats = Stats(vault=self.vault, usage=self.usage, analyzer=self.analyzer_store)
         self.admin = AdminCommands(
-            vault=self.vault,
-            audit=self.audit,
-            stats=self.stats,
-            traces=self.traces,
+            vault=self.vault, audit=self.audit, stats=self.stats, traces=self.traces,
             clock=self.clock,
-        )
+        )  # fmt: skip
         self.commands.register(self.admin.command())
-        self.proactive_ops: ProactiveOps | None = None
         self.commands.on_denied = self.admin.denied
+        self.proactive_ops: ProactiveOps | None = None  # set by wire_proactive when enabled
+
+    async def _build_delivery(self) -> None:
+        s = self.config.settings
         self.channel_map = {c.name: c for c in self.channels}
-        menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
         for channel in self.channels:
-            if isinstance(channel, TakesCommands):
-                channel.use_commands(menu)
             if hasattr(channel, "__aenter__"):
                 await self._stack.enter_async_context(channel)  # type: ignore[arg-type]
         self.delivery = Delivery(
@@ -199,6 +220,9 @@ class App:
             channels=self.channel_map,
             clock=self.clock,
         )
+
+    def _build_router(self) -> None:
+        s = self.config.settings
         self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
         self.turn_hooks: list[TurnHook] = []
         self.record_hooks: list[RecordHook] = []
@@ -219,12 +243,6 @@ class App:
             drain_timeout_s=s.router.drain_timeout_s,
             metrics=self.metrics,
         )
-        self.proactive_store: ProactiveStore
-        self.proactive_log: ProactiveLog
-        self.proactive_engine: Engine | None
-        wire_proactive(self)
-        await self.delivery.recover()
-        self.http = await self._start_http()
 
     async def _start_http(self) -> HttpServer | None:
         """The HTTP server starts last, once the router can take what its routes receive."""

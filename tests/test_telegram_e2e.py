@@ -65,6 +65,8 @@ async def test_dm_gets_a_formatted_model_reply(tmp_path: Path) -> None:
     assert "hi there" in str(llm.requests[0].messages)
     menu = {c["command"]: c["description"] for c in api.commands}
     assert menu["clear"] == "start a fresh conversation"  # the registry's user commands
+    assert "followups" in menu  # proactive commands too: the menu is built after all wiring
+    assert "admin" not in menu
     assert "sendChatAction" in api.calls  # typing while the model works
 
 
