@@ -205,7 +205,7 @@ class Executor:
     ) -> GateContext:  # fmt: skip
         now = self.clock.now_ms()
         rate = await tick.engagement_rate(item.user_pk, now)
-        memories = [m.text for m in await self.memories.listing(item.user_pk, limit=8)]
+        memories = await tick.memories(item.user_pk, self._memories)
         recent = await self.store.recent_texts(item.chat_pk)
         if item.source == "intent":
             header = "[PROACTIVE FOLLOW-UP]"
@@ -232,6 +232,9 @@ class Executor:
             recent=[f"{role}: {text[:300]}" for role, text in recent],
             late=f"this runs {verdict.late_ms // 60_000} min late" if verdict.late_ms else "",
         )
+
+    async def _memories(self, user: int) -> list[str]:
+        return [m.text for m in await self.memories.listing(user, limit=8)]
 
     async def _send(
         self, item: Item, prefs: UserPrefs, text: str, reason: str, tick: TickCache

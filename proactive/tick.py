@@ -1,8 +1,10 @@
-"""Read-only context shared by the items of one tick: quota counts and engagement rates.
+"""Read-only context shared by the items of one tick: quota counts, engagement, memories.
 
 Reading the quota counts and the engagement rate for every item costs a vault round trip each;
 a tick reads them once (the counts for all of its users in one query) and keeps the counts up
-to date in memory as its own items start and fail deliveries. These numbers only steer the
+to date in memory as its own items start and fail deliveries. A user's memories and
+engagement rate are read once per tick (the chat's recent messages are not cached: they
+change as the tick's own messages go out). These numbers only steer the
 policy and the gate's prompt: the quota is enforced inside the transaction that writes the
 outbox row (`begin_delivery`), so a count that is stale — another engine sending at the same
 time, two items of one user racing for the last slot — can cost a wasted gate call and a
@@ -11,7 +13,7 @@ reschedule, never a message over the quota.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from proactive.policy import QuotaCounts
@@ -26,6 +28,7 @@ class TickCache:
     _floor: dict[int, int] = field(default_factory=dict)  # user -> sends known since
     _sends: dict[int, list[int]] = field(default_factory=dict)  # user -> counted sent_at
     _rates: dict[int, float | None] = field(default_factory=dict)
+    _memories: dict[int, list[str]] = field(default_factory=dict)
 
     async def prefetch(self, since_by_user: Iterable[tuple[int, int]]) -> None:
         """Load the counted sends of every (user, local-day start) in one read."""
@@ -67,6 +70,11 @@ class TickCache:
             sends.remove(sent_at)
         if self._global_since is not None and sent_at >= self._global_since:
             self._global = max(0, self._global - 1)
+
+    async def memories(self, user: int, load: Callable[[int], Awaitable[list[str]]]) -> list[str]:
+        if user not in self._memories:
+            self._memories[user] = await load(user)
+        return self._memories[user]
 
     async def engagement_rate(self, user: int, now_ms: int) -> float | None:
         if user not in self._rates:

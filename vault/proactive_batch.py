@@ -4,10 +4,12 @@ On the development VM a write transaction costs ~300 µs, most of it the COMMIT 
 and the periodic checkpoint), while its statements take tens of microseconds. When a tick runs
 several items at once, their small transactions (begin delivery, mark sending, mark sent and
 complete) arrive together; `GroupCommit.run` runs every body that is waiting in ONE
-`Vault.run` transaction, each inside its own SAVEPOINT. Per body nothing changes: its
-statements are atomic (an exception rolls back only that body's savepoint and is raised to
-its own caller), and its caller resumes only after the shared COMMIT, so anything written
-"before the send" is durable before the send. Bodies of one batch run in submission order.
+`Vault.run` transaction. Per body nothing changes: its statements are atomic (if one body
+raises, the batch is undone and replayed with a SAVEPOINT per body, so only the failing body's
+changes are lost and its exception goes to its own caller; bodies are pure SQL over the
+database state, so a replay does what the first run did), and its caller resumes only after
+the shared COMMIT, so anything written "before the send" is durable before the send. Bodies
+of one batch run in submission order.
 """
 
 from __future__ import annotations
@@ -24,6 +26,20 @@ Entry = tuple[SyncBody[Any], "asyncio.Future[Any]"]
 
 
 def _run_batch(raw: sqlite3.Connection, batch: list[Entry]) -> list[tuple[bool, Any]]:
+    """All bodies in one go (the common case: none fails); if one raises, everything is undone
+    and the bodies run again, each in a savepoint of its own."""
+    raw.execute("SAVEPOINT batch_all")
+    try:
+        values = [body(raw) for body, _ in batch]
+    except Exception:
+        raw.execute("ROLLBACK TO batch_all")
+        raw.execute("RELEASE batch_all")
+        return _one_by_one(raw, batch)
+    raw.execute("RELEASE batch_all")
+    return [(True, value) for value in values]
+
+
+def _one_by_one(raw: sqlite3.Connection, batch: list[Entry]) -> list[tuple[bool, Any]]:
     results: list[tuple[bool, Any]] = []
     for body, _ in batch:
         raw.execute("SAVEPOINT batch_item")

@@ -190,7 +190,13 @@ def complete_in(
         (status, item.source, item.id),
     )
     if status != "failed":
-        session: Any = raw.execute(_OPEN_SESSION, (item.chat_pk, now_ms)).fetchone()
+        # Usually the chat has an open session: a lookup is cheaper than the upsert's write.
+        session: Any = (
+            raw.execute(
+                "SELECT id FROM sessions WHERE chat = ? AND ended_ms IS NULL", (item.chat_pk,)
+            ).fetchone()
+            or raw.execute(_OPEN_SESSION, (item.chat_pk, now_ms)).fetchone()
+        )
         insert_message(
             raw, session=session[0], chat=item.chat_pk, user=None, role="assistant",
             kind="proactive", text=text, tokens=len(text) // 4 + 1, now_ms=now_ms,
