@@ -4,7 +4,10 @@ Every path ends in a state change guarded by the claim token: a terminal state w
 a reschedule (quiet hours, quota, the model's defer, a model that is down or not configured),
 or `delivering` followed by the send's outcome. The outbox row is written in the same
 transaction as `delivering`, before the network call; a send whose outcome is unknown ends as
-`uncertain` and is never retried. Without a model (no API key) AI follow-ups wait (rescheduled
+`uncertain` and is never retried; a delivered message's terminal state and assistant turn
+commit in the transaction that marks its outbox row `sent`. The quota counts, engagement rate
+and memories come from the tick's `TickCache`; the quota itself is enforced inside the
+`delivering` transaction. Without a model (no API key) AI follow-ups wait (rescheduled
 hourly until they expire at the maximum age) while user reminders go out as a plain
 "Reminder: …" text; the gate's decision to skip can't suppress a reminder either.
 """
