@@ -10,7 +10,7 @@ import pytest
 
 from gateway.llm import LLMRequest, LLMResponse, ToolCall
 from proactive.policy import PolicyConfig
-from tests.proactive_support import harness
+from tests.proactive_support import BlockingChannel, harness
 from vault.db import Vault
 from vault.proactive_batch import GroupCommit
 
@@ -135,3 +135,43 @@ async def test_a_cancelled_caller_not_yet_in_a_batch_writes_nothing(tmp_path: Pa
         await first
         rows = await vault.fetchall("SELECT x FROM t")
         assert [r[0] for r in rows] == [1]
+
+
+async def test_a_stop_with_several_items_in_flight_leaves_each_in_one_terminal_state(
+    tmp_path: Path,
+) -> None:
+    channel = BlockingChannel()
+    async with harness(tmp_path, channel=channel, concurrency=4) as h:
+        h.auto_send = "hello"
+        ids = []
+        for n in range(6):
+            u, c = await h.user(f"u{n}")
+            ids.append(await h.intent(u, c))
+        task = asyncio.create_task(h.engine("first").tick())
+        await channel.entered.wait()
+        task.cancel()
+        await asyncio.wait([task])
+        for _ in range(2):  # writes already on their way land (like a crash after them)
+            async with h.vault.writer():
+                pass
+        in_flight = {
+            r[0]
+            for r in await h.vault.fetchall(
+                "SELECT idempotency_key FROM outbox WHERE status = 'sending'"
+            )
+        }
+        assert in_flight  # at least the send that signalled
+        channel.release.set()
+        h.clock.advance(h.config.lease_ms / 1000 + 1)
+        restarted = h.engine("second")
+        await restarted.tick()
+        await restarted.tick()
+        statuses = {i: await h.status(i) for i in ids}
+        uncertain = {f"proactive:intent:{i}" for i, s in statuses.items() if s == "uncertain"}
+        assert uncertain == in_flight  # exactly the sends that may have gone out
+        assert set(statuses.values()) <= {"sent", "uncertain"}
+        keys = [o.idempotency_key for o in channel.sent]
+        assert len(keys) == len(set(keys))
+        assert set(keys) == {f"proactive:intent:{i}" for i, s in statuses.items() if s == "sent"}
+        logged = await h.vault.fetchall("SELECT source_id, status FROM proactive_log")
+        assert sorted(tuple(r) for r in logged) == sorted(statuses.items())
