@@ -3,7 +3,8 @@
     python bench/pulse.py [--pending 1000000] [--due 10000] [--users 100000]
 
 1. Tick cost with N pending intents that are not due (target: median <= 5 ms).
-2. Executions per second with M due items, a zero-latency gate and channel (target >= 2,000/s).
+2. Executions per second with M due items, a zero-latency gate and channel (target >= 2,000/s),
+   once per `--concurrency` value (chats executed at a time; the engine's default is 8).
 3. One passive scan over U users with a realistic mix of histories (target <= 2 s).
 
 Fixtures are bulk-loaded with the stdlib `sqlite3` module (setup is not what is measured);
@@ -90,7 +91,9 @@ def seed_users(db: sqlite3.Connection, n: int) -> None:
     )
 
 
-async def open_engine(path: Path, policy: PolicyConfig, per_tick: int) -> tuple[Vault, Engine]:
+async def open_engine(
+    path: Path, policy: PolicyConfig, per_tick: int, concurrency: int = 8
+) -> tuple[Vault, Engine]:
     vault = Vault(path)
     await vault.open()
     clock = ManualClock(NOW)
@@ -101,7 +104,7 @@ async def open_engine(path: Path, policy: PolicyConfig, per_tick: int) -> tuple[
         deliver=delivery.deliver_pending, chat_lock=lambda key: NoLock(), clock=clock,
         policy=policy, rng=random.Random(1),
     )  # fmt: skip
-    config = EngineConfig(max_per_tick=per_tick, lease_ms=3_600_000)
+    config = EngineConfig(max_per_tick=per_tick, lease_ms=3_600_000, concurrency=concurrency)
     return vault, Engine(vault=vault, store=store, executor=executor, clock=clock, config=config)
 
 
@@ -141,8 +144,8 @@ async def bench_idle_tick(tmp: Path, pending: int) -> None:
           f"{1000 / statistics.median(times):,.0f} ticks/s")  # fmt: skip
 
 
-async def bench_executions(tmp: Path, due: int) -> None:
-    path = tmp / "due.db"
+async def bench_executions(tmp: Path, due: int, concurrency: int) -> None:
+    path = tmp / f"due-{concurrency}.db"
     await migrated(path)
     users = max(1, due // 5)
     with sqlite3.connect(path) as db:
@@ -154,7 +157,7 @@ async def bench_executions(tmp: Path, due: int) -> None:
              for i in range(due)),
         )  # fmt: skip
     unlimited = PolicyConfig(per_user_daily=10**9, global_daily=10**9, quiet_start=0, quiet_end=0)
-    vault, engine = await open_engine(path, unlimited, due)
+    vault, engine = await open_engine(path, unlimited, due, concurrency)
     try:
         started = time.perf_counter()
         report = await engine.tick()
@@ -162,8 +165,9 @@ async def bench_executions(tmp: Path, due: int) -> None:
     finally:
         await vault.close()
     assert report.outcomes == {"sent": due}, report.outcomes
-    print(f"executions, {due:,} due items (policy, gate, outbox, send, record): "
-          f"{due / elapsed:,.0f}/s ({elapsed * 1000 / due:.3f} ms each)")  # fmt: skip
+    print(f"executions, {due:,} due items, {concurrency} chats at a time (policy, gate, "
+          f"outbox, send, record): {due / elapsed:,.0f}/s "
+          f"({elapsed * 1000 / due:.3f} ms each)")  # fmt: skip
 
 
 async def bench_scan(tmp: Path, users: int) -> None:
@@ -205,10 +209,15 @@ async def main() -> None:
     parser.add_argument("--pending", type=int, default=1_000_000)
     parser.add_argument("--due", type=int, default=10_000)
     parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument(
+        "--concurrency", type=int, nargs="+", default=[8, 32],
+        help="chats executed at a time (EngineConfig.concurrency; the engine's default is 8)",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="iris-bench-") as tmp:
         await bench_idle_tick(Path(tmp), args.pending)
-        await bench_executions(Path(tmp), args.due)
+        for concurrency in args.concurrency:
+            await bench_executions(Path(tmp), args.due, concurrency)
         await bench_scan(Path(tmp), args.users)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory (max RSS): {peak:.0f} MiB")

@@ -24,7 +24,7 @@ from gateway.messages import ChatRef, Outbound
 from gateway.metrics import Metrics
 from gateway.ports import Channel, Clock
 from vault.db import SyncBody
-from vault.outbox import Outbox, OutboxRow
+from vault.outbox import Outbox, OutboxRow, Runner
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,21 @@ class Delivery:
             return DeliveryResult("duplicate", row.id)
         return await self._attempts(row, on_sent)
 
-    async def deliver_pending(self, row_id: int, out: Outbound) -> DeliveryResult:
-        """Send a row another component wrote as `pending` (in its own transaction)."""
-        if not await self.outbox.mark_sending(row_id):
+    async def deliver_pending(
+        self,
+        row_id: int,
+        out: Outbound,
+        *,
+        on_sent: SyncBody[None] | None = None,
+        run: Runner | None = None,
+    ) -> DeliveryResult:
+        """Send a row another component wrote as `pending` (in its own transaction);
+        `on_sent` runs in the transaction that marks the row sent; `run` commits the
+        `sending`/`sent` marks through the caller's runner (e.g. a group commit)."""
+        if not await self.outbox.mark_sending(row_id, run=run):
             return DeliveryResult("duplicate", row_id)
         return await self._attempts(
-            OutboxRow(id=row_id, outbound=out, status="sending", attempts=1)
+            OutboxRow(id=row_id, outbound=out, status="sending", attempts=1), on_sent, run
         )
 
     async def recover(self) -> None:
@@ -90,15 +99,15 @@ class Delivery:
             await self.deliver_pending(row.id, row.outbound)
 
     async def _attempts(
-        self, row: OutboxRow, on_sent: SyncBody[None] | None = None
+        self, row: OutboxRow, on_sent: SyncBody[None] | None = None, run: Runner | None = None
     ) -> DeliveryResult:
-        result = await self._attempt_until_settled(row, on_sent)
+        result = await self._attempt_until_settled(row, on_sent, run)
         out = row.outbound
         self.metrics.outbound.inc(out.chat.channel, out.kind.value, result.status)
         return result
 
     async def _attempt_until_settled(
-        self, row: OutboxRow, on_sent: SyncBody[None] | None
+        self, row: OutboxRow, on_sent: SyncBody[None] | None, run: Runner | None = None
     ) -> DeliveryResult:
         out = row.outbound
         channel = self.channels.get(out.chat.channel)
@@ -121,7 +130,7 @@ class Delivery:
                     row.id, str(exc), self.clock.now_ms() + int(delay * 1000)
                 )
                 await self.clock.sleep(delay)
-                if not await self.outbox.mark_sending(row.id):
+                if not await self.outbox.mark_sending(row.id, run=run):
                     return DeliveryResult("duplicate", row.id)
                 attempt += 1
                 continue
@@ -143,7 +152,7 @@ class Delivery:
                 self.metrics.outbound.inc(out.chat.channel, out.kind.value, "uncertain")
                 raise DeliveryUncertain(f"send failed unexpectedly: {type(exc).__name__}") from exc
             await self.outbox.mark_sent(
-                row.id, receipt.platform_message_ids, self.clock.now_ms(), also=on_sent
+                row.id, receipt.platform_message_ids, self.clock.now_ms(), also=on_sent, run=run
             )
             return DeliveryResult("sent", row.id, receipt.platform_message_ids)
 

@@ -2,9 +2,11 @@
 
 Fast loop (every `poll_interval_s`, or sooner when woken by a new intent): reconcile rows left
 `delivering` by an earlier run, expire items that missed their time by more than the maximum
-age, claim at most `max_per_tick` due items with a lease, and execute them one by one. Items
-that came due while Iris was down run once (recorded as late), never more than `max_per_tick`
-at a time. Slow loop: the passive scan on the `scan_cron` schedule (UTC).
+age, claim at most `max_per_tick` due items with a lease, and execute them: up to `concurrency`
+chats at a time, each chat's items one by one in claim order (quotas stay exact: they are
+re-checked in the transaction that writes the outbox row). Items that came due while Iris was
+down run once (recorded as late), never more than `max_per_tick` at a time. Slow loop: the
+passive scan on the `scan_cron` schedule (UTC).
 
 Cancellation is a crash as far as the data is concerned: whatever step an item was in, the
 lease expires and the next run either re-executes it (nothing was written yet), finishes it
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,8 +30,9 @@ from gateway.messages import Outbound, OutboundKind
 from gateway.ports import Clock
 from proactive.execute import Executor
 from proactive.policy import DAY_MS, HOUR_MS
+from proactive.tick import TickCache
 from vault.db import Vault
-from vault.proactive import Delivering, ProactiveStore
+from vault.proactive import Delivering, Item, ProactiveStore
 from vault.proactive_scan import ScanResult, scan
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,8 @@ class EngineConfig:
     dormancy_ms: int = 7 * DAY_MS
     unanswered_ms: int = 24 * HOUR_MS
     drop_ratio: float = 0.3
+    # Chats whose items run at the same time (one chat's items always run in order).
+    concurrency: int = 8
 
     @classmethod
     def from_section(cls, s: Any) -> EngineConfig:
@@ -151,16 +156,32 @@ class Engine:
             now_ms=now, lease_ms=self.config.lease_ms, limit=self.config.max_per_tick, token=token
         )
         outcomes: Counter[str] = Counter()
-        for item in items:
-            try:
-                outcomes[await self.executor.process(item)] += 1
-            except Exception:
-                log.exception("%s: execution failed", item.key)
-                failed = await self.store.finish(
-                    item, "failed", "internal error during execution", self.clock.now_ms()
-                )
-                outcomes["failed" if failed else "lost"] += 1
+        tick = self.executor.new_tick()
+        await self.executor.prefetch(tick, items)
+        chats: dict[int, list[Item]] = {}
+        for item in items:  # claim order within a chat is kept
+            chats.setdefault(item.chat_pk, []).append(item)
+        queue = deque(chats.values())
+
+        async def worker() -> None:
+            while queue:
+                for item in queue.popleft():
+                    outcomes[await self._execute(item, tick)] += 1
+
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(min(max(1, self.config.concurrency), len(queue))):
+                tg.create_task(worker())
         return TickReport(len(items), expired, reconciled, dict(outcomes))
+
+    async def _execute(self, item: Item, tick: TickCache) -> str:
+        try:
+            return await self.executor.process(item, tick)
+        except Exception:
+            log.exception("%s: execution failed", item.key)
+            failed = await self.store.finish(
+                item, "failed", "internal error during execution", self.clock.now_ms()
+            )
+            return "failed" if failed else "lost"
 
     async def reconcile(self, token: str) -> int:
         """Finish `delivering` rows: from their outbox outcome, or after their lease expired."""

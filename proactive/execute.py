@@ -4,7 +4,10 @@ Every path ends in a state change guarded by the claim token: a terminal state w
 a reschedule (quiet hours, quota, the model's defer, a model that is down or not configured),
 or `delivering` followed by the send's outcome. The outbox row is written in the same
 transaction as `delivering`, before the network call; a send whose outcome is unknown ends as
-`uncertain` and is never retried. Without a model (no API key) AI follow-ups wait (rescheduled
+`uncertain` and is never retried; a delivered message's terminal state and assistant turn
+commit in the transaction that marks its outbox row `sent`. The quota counts, engagement rate
+and memories come from the tick's `TickCache`; the quota itself is enforced inside the
+`delivering` transaction. Without a model (no API key) AI follow-ups wait (rescheduled
 hourly until they expire at the maximum age) while user reminders go out as a plain
 "Reminder: …" text; the gate's decision to skip can't suppress a reminder either.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -50,9 +54,13 @@ from proactive.policy import (
     user_prefs,
     utc_day_start_ms,
 )
+from proactive.tick import TickCache
+from vault.db import SyncBody
 from vault.memories import Memories
+from vault.outbox import Runner
 from vault.proactive import Item, LostClaim, ProactiveStore, QuotaCheck
 from vault.proactive_log import ProactiveLog
+from vault.proactive_tx import complete_in
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +83,17 @@ class SendResult(Protocol):
     def status(self) -> str: ...
 
 
-Deliver = Callable[[int, Outbound], Awaitable[SendResult]]
+class Deliver(Protocol):
+    """`Delivery.deliver_pending`: send a `pending` outbox row; `on_sent` commits with `sent`."""
+
+    def __call__(
+        self,
+        row_id: int,
+        out: Outbound,
+        *,
+        on_sent: SyncBody[None] | None = None,
+        run: Runner | None = None,
+    ) -> Awaitable[SendResult]: ...
 
 
 async def no_probe(step: str, item: Item) -> None:
@@ -98,17 +116,26 @@ class Executor:
     def jitter(self) -> int:
         return self.rng.randrange(self.policy.jitter_max_ms + 1)
 
-    async def process(self, item: Item) -> str:
+    def new_tick(self) -> TickCache:
+        return TickCache(self.plog)
+
+    async def prefetch(self, tick: TickCache, items: list[Item]) -> None:
+        """Read the quota counts of all of a tick's users at once."""
+        now = self.clock.now_ms()
+        await tick.prefetch((i.user_pk, local_day_start_ms(now, self.prefs(i).zone)) for i in items)
+
+    def prefs(self, item: Item) -> UserPrefs:
+        return user_prefs(item.timezone, item.settings, self.policy)
+
+    async def process(self, item: Item, tick: TickCache | None = None) -> str:
         """Run one claimed item; return its outcome for the tick report."""
+        tick = tick or self.new_tick()
         await self.probe("claimed", item)
         now = self.clock.now_ms()
-        prefs = user_prefs(item.timezone, item.settings, self.policy)
-        mine, everyone = await self.plog.quota_used(
-            user=item.user_pk,
-            user_since_ms=local_day_start_ms(now, prefs.zone),
-            global_since_ms=utc_day_start_ms(now),
+        prefs = self.prefs(item)
+        counts = await tick.counts(
+            item.user_pk, local_day_start_ms(now, prefs.zone), utc_day_start_ms(now)
         )
-        counts = QuotaCounts(user_today=mine, global_today=everyone)
         candidate = Candidate(
             due_at=item.due_at,
             execute_at=item.execute_at,
@@ -128,13 +155,14 @@ class Executor:
         if item.chat_unreachable:
             return await self._finish(item, "failed", "the chat is unreachable (bot blocked?)")
         async with self.chat_lock(item.chat.key):
-            return await self._gate_and_send(item, prefs, counts, verdict)
+            return await self._gate_and_send(item, prefs, counts, verdict, tick)
 
     async def _gate_and_send(
-        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict
-    ) -> str:
+        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
+        tick: TickCache,
+    ) -> str:  # fmt: skip
         try:
-            decision = await self._ask(item, prefs, counts, verdict)
+            decision = await self._ask(item, prefs, counts, verdict, tick)
         except ModelNotConfigured:
             if not item.is_reminder:
                 at = self.clock.now_ms() + NO_MODEL_RETRY_MS
@@ -161,12 +189,13 @@ class Executor:
             )
             return await self._reschedule(item, at, f"gate deferred: {decision.reason}")
         late = f" (late by {verdict.late_ms // 60_000} min)" if verdict.late_ms else ""
-        return await self._send(item, prefs, decision.message, "sent" + late)
+        return await self._send(item, prefs, decision.message, "sent" + late, tick)
 
     async def _ask(
-        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict
-    ) -> Decision:
-        prompt = meta_prompt(await self._context(item, prefs, counts, verdict))
+        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
+        tick: TickCache,
+    ) -> Decision:  # fmt: skip
+        prompt = meta_prompt(await self._context(item, prefs, counts, verdict, tick))
         response = await self.call_model(gate_request(prompt), item.chat.key)
         decision = parse_decision(response)
         if decision.malformed:
@@ -174,11 +203,12 @@ class Executor:
         return decision
 
     async def _context(
-        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict
-    ) -> GateContext:
+        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
+        tick: TickCache,
+    ) -> GateContext:  # fmt: skip
         now = self.clock.now_ms()
-        rate = await self.plog.engagement_rate(item.user_pk, now)
-        memories = [m.text for m in await self.memories.listing(item.user_pk, limit=8)]
+        rate = await tick.engagement_rate(item.user_pk, now)
+        memories = await tick.memories(item.user_pk, self._memories)
         recent = await self.store.recent_texts(item.chat_pk)
         if item.source == "intent":
             header = "[PROACTIVE FOLLOW-UP]"
@@ -206,7 +236,12 @@ class Executor:
             late=f"this runs {verdict.late_ms // 60_000} min late" if verdict.late_ms else "",
         )
 
-    async def _send(self, item: Item, prefs: UserPrefs, text: str, reason: str) -> str:
+    async def _memories(self, user: int) -> list[str]:
+        return [m.text for m in await self.memories.listing(user, limit=8)]
+
+    async def _send(
+        self, item: Item, prefs: UserPrefs, text: str, reason: str, tick: TickCache
+    ) -> str:
         now = self.clock.now_ms()
         out = Outbound(
             chat=item.chat,
@@ -230,21 +265,34 @@ class Executor:
         if outbox_id is None:  # another item took the last quota slot since the policy ran
             at = next_allowed_ms(now + HOUR_MS, prefs, self.jitter())
             return await self._reschedule(item, at, "quota reached while sending")
+        tick.started(item.user_pk, now)
         await self.probe("delivering", item)
-        return await self.settle(item, outbox_id, out, reason)
+        status = await self.settle(item, outbox_id, out, reason)
+        if status == "failed":
+            tick.failed(item.user_pk, now)
+        return status
 
     async def settle(self, item: Item, outbox_id: int, out: Outbound, reason: str) -> str:
-        """Send a `delivering` row's outbox message and record the outcome."""
+        """Send a `delivering` row's outbox message and record the outcome.
+
+        A delivered message's terminal state and assistant turn commit in the same transaction
+        that marks its outbox row `sent`; a failed or uncertain send is recorded afterwards.
+        """
+
+        def completed(raw: sqlite3.Connection) -> None:
+            complete_in(raw, item, "sent", reason, out.text, self.clock.now_ms())
+
         try:
-            status = (await self.deliver(outbox_id, out)).status
+            sent = await self.deliver(outbox_id, out, on_sent=completed, run=self.store.batch.run)
+            status = sent.status
         except DeliveryUncertain:
             status = "uncertain"
         if status == "duplicate":  # someone else is sending this row; reconciliation finishes
             return "lost"
+        await self.probe("sent", item)
         if status != "sent":
             reason = {"failed": "delivery failed", "uncertain": "delivery outcome unknown"}[status]
-        await self.probe("sent", item)
-        await self.store.complete_delivery(item, status, reason, out.text, self.clock.now_ms())
+            await self.store.complete_delivery(item, status, reason, out.text, self.clock.now_ms())
         return status
 
     async def _finish(self, item: Item, status: str, reason: str) -> str:

@@ -19,7 +19,7 @@ import heapq
 import itertools
 import random
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -152,8 +152,10 @@ class Simulation:
             deliver=delivery.deliver_pending, chat_lock=_no_lock, clock=self.clock,
             policy=self.policy, rng=random.Random(self.cfg.seed + 3),
         )  # fmt: skip
+        # One item at a time: the gate script and the jitter draw in processing order, so
+        # only a sequential run is reproducible from the seed.
         engine = Engine(vault=vault, store=self.store, executor=executor, clock=self.clock,
-                        config=self.engine_cfg, name="sim")  # fmt: skip
+                        config=replace(self.engine_cfg, concurrency=1), name="sim")  # fmt: skip
         await self._populate()
         step = int(self.cfg.step_minutes * MIN_MS)
         cron = croniter(self.engine_cfg.scan_cron, datetime.fromtimestamp(self.start / 1000, UTC))

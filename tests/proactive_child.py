@@ -30,7 +30,8 @@ class HangingChannel(MemoryChannel):
 
 
 async def main(db: Path, sends: Path) -> None:
-    async with harness(db.parent, channel=HangingChannel(sends)) as h:
+    # One item at a time: the scenario is "two delivered, the third in flight".
+    async with harness(db.parent, channel=HangingChannel(sends), concurrency=1) as h:
         h.auto_send = "hello"
         for n in range(5):
             user, chat = await h.user(f"u{n}")

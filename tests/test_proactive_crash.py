@@ -34,7 +34,9 @@ EXPECTED_FIRST = {
 @pytest.mark.parametrize("step", STEPS)
 async def test_cancel_at_every_step_then_restart(tmp_path: Path, step: str, recover: bool) -> None:
     channel = BlockingChannel() if step == "mid-send" else MemoryChannel()
-    async with harness(tmp_path, channel=channel) as h:
+    # One item at a time, so only the first is in flight when the run stops (the concurrent
+    # case is covered below).
+    async with harness(tmp_path, channel=channel, concurrency=1) as h:
         h.auto_send = "hello"
         ids = []
         for n in range(3):

@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from gateway.messages import ChatRef, Outbound, OutboundKind
 from vault.db import Row, SyncBody, Tx, Vault
 
 TERMINAL = ("sent", "failed", "uncertain")
+T = TypeVar("T")
+
+
+class Runner(Protocol):
+    """Runs a synchronous transaction body, like `Vault.run` (or a group commit over it)."""
+
+    def __call__(self, body: SyncBody[T]) -> Awaitable[T]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,13 +100,15 @@ class Outbox:
         async with self.vault.writer() as tx:  # one INSERT, atomic on its own
             return await enqueue_in(tx, out, now_ms, status=status)
 
-    async def mark_sending(self, row_id: int) -> bool:
-        """Claim a pending row for one attempt; False if it is no longer pending."""
-        changed = await self.vault.write_rowcount(
-            """UPDATE outbox SET status = 'sending', attempts = attempts + 1
-               WHERE id = ? AND status = 'pending'""",
-            (row_id,),
-        )
+    async def mark_sending(self, row_id: int, *, run: Runner | None = None) -> bool:
+        """Claim a pending row for one attempt; False if it is no longer pending.
+        `run`: commit through the caller's transaction runner (e.g. a group commit)."""
+        sql = """UPDATE outbox SET status = 'sending', attempts = attempts + 1
+                 WHERE id = ? AND status = 'pending'"""
+        if run is not None:
+            changed = await run(lambda raw: int(raw.execute(sql, (row_id,)).rowcount))
+        else:
+            changed = await self.vault.write_rowcount(sql, (row_id,))
         return changed == 1
 
     async def mark_sent(
@@ -108,10 +118,11 @@ class Outbox:
         now_ms: int,
         *,
         also: SyncBody[None] | None = None,
+        run: Runner | None = None,
     ) -> None:
         """Mark delivered; `also` runs in the same transaction (e.g. recording the reply)."""
         ids = json.dumps(list(platform_ids))
-        if also is None:
+        if also is None and run is None:
             await self._set(row_id, "sent", None, sent_ms=now_ms, platform_ids=ids)
             return
 
@@ -120,9 +131,10 @@ class Outbox:
                 "UPDATE outbox SET status = 'sent', sent_ms = ?, platform_ids = ? WHERE id = ?",
                 (now_ms, ids, row_id),
             )
-            also(raw)
+            if also is not None:
+                also(raw)
 
-        await self.vault.run(sent)
+        await (run or self.vault.run)(sent)
 
     async def mark_retry(self, row_id: int, error: str, next_attempt_ms: int) -> None:
         await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)

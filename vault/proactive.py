@@ -6,6 +6,8 @@ never hold the same row; it stamps a `claim` token and a lease, and every later 
 row is guarded by the token — a run whose lease expired (a crash, a hang) and was taken over
 can no longer write. `begin_delivery` writes the outbox row, the log row and the `delivering`
 state in one transaction *before* the send, so a crash can never lead to a second send.
+The engine's hot transactions are synchronous bodies (`vault/proactive_tx.py`) run with
+`Vault.run`: one worker-thread hop per transaction instead of one per statement.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.messages import Outbound
-from vault.conversations import append_message
 from vault.db import Vault
-from vault.outbox import enqueue_in
+from vault.proactive_batch import GroupCommit
 from vault.proactive_items import (
     ITEM_SELECT,
     TABLES,
@@ -33,10 +34,16 @@ from vault.proactive_items import (
     quota_used,
     sends_since,
 )
-
-# The chat's open session, created if there is none (the partial unique index makes it one).
-_OPEN_SESSION = """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
-    ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat RETURNING id"""
+from vault.proactive_tx import (
+    GlobalGauge,
+    begin_delivery_in,
+    claim_in,
+    complete_in,
+    expire_stale_in,
+    finish_in,
+    reschedule_in,
+    take_over_in,
+)
 
 __all__ = [
     "TERMINAL",
@@ -55,6 +62,9 @@ __all__ = [
 class ProactiveStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
+        self._gauge = GlobalGauge()  # used only inside write transactions (one at a time)
+        # Per-item state changes of concurrently running items share their COMMITs.
+        self.batch = GroupCommit(vault)
 
     # -- registration -------------------------------------------------------------------
     async def add_intent(
@@ -145,42 +155,22 @@ class ProactiveStore:
     # -- the engine's side ----------------------------------------------------------------
     async def expire_stale(self, *, now_ms: int, cutoff_ms: int) -> int:
         """Expire due, unleased rows first due before `cutoff_ms` (missed while down)."""
-        total = 0
-        async with self.vault.transaction() as tx:
-            for table in TABLES.values():
-                total += await tx.execute_rowcount(
-                    f"""UPDATE {table} SET status = 'expired', finished_at = ?, claim = NULL,
-                           reason = 'expired: older than the maximum age', lease_until = NULL
-                        WHERE status = 'pending' AND execute_at <= ? AND due_at < ?
-                          AND (lease_until IS NULL OR lease_until <= ?)""",
-                    (now_ms, now_ms, cutoff_ms, now_ms),
-                )
-        return total
+        return await self.vault.run(
+            lambda raw: expire_stale_in(raw, now_ms=now_ms, cutoff_ms=cutoff_ms)
+        )
 
     async def claim(self, *, now_ms: int, lease_ms: int, limit: int, token: str) -> list[Item]:
         """Lease up to `limit` due rows (intents first, oldest due first) to `token`."""
-        ids: dict[Source, list[int]] = {"intent": [], "trigger": []}
-        async with self.vault.transaction() as tx:
-            for source in ("intent", "trigger"):
-                left = limit - len(ids["intent"])
-                if left <= 0:
-                    break
-                rows = await tx.fetchall(
-                    f"""UPDATE {TABLES[source]} SET claim = ?, lease_until = ?,
-                           attempts = attempts + 1
-                        WHERE id IN (SELECT id FROM {TABLES[source]}
-                            WHERE status = 'pending' AND execute_at <= ?
-                              AND (lease_until IS NULL OR lease_until <= ?)
-                            ORDER BY execute_at LIMIT ?)
-                        RETURNING id""",
-                    (token, now_ms + lease_ms, now_ms, now_ms, left),
-                )
-                ids[source] = [int(r[0]) for r in rows]
+        ids = await self.vault.run(
+            lambda raw: claim_in(raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token)
+        )
         items: list[Item] = []
-        for source, found in ids.items():
-            if found:
-                marks = ",".join("?" * len(found))
-                items += await self._items(source, f"i.id IN ({marks})", tuple(found))
+        for source in ("intent", "trigger"):
+            found = ids[source]
+            for at in range(0, len(found), 500):
+                chunk = found[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                items += await self._items(source, f"i.id IN ({marks})", tuple(chunk))
         return sorted(items, key=lambda i: (i.execute_at, i.source, i.id))
 
     async def next_due_ms(self) -> int | None:
@@ -195,82 +185,31 @@ class ProactiveStore:
     async def finish(self, item: Item, status: str, reason: str, now_ms: int) -> bool:
         """A terminal state straight from the claim (expired, skipped, failed before a send)."""
         assert status in ("skipped", "expired", "cancelled", "failed")
-        async with self.vault.transaction() as tx:
-            changed = await tx.execute_rowcount(
-                f"""UPDATE {TABLES[item.source]} SET status = ?, reason = ?, finished_at = ?,
-                       lease_until = NULL
-                    WHERE id = ? AND claim = ? AND status = 'pending'""",
-                (status, reason, now_ms, item.id, item.claim),
-            )
-        return changed == 1
+        return await self.batch.run(lambda raw: finish_in(raw, item, status, reason, now_ms))
 
     async def reschedule(
         self, item: Item, at_ms: int, reason: str, *, deferral: bool = True
     ) -> bool:
         """Back to `pending` at `at_ms`, lease released (quiet hours, quota, model defer)."""
-        async with self.vault.transaction() as tx:
-            changed = await tx.execute_rowcount(
-                f"""UPDATE {TABLES[item.source]} SET execute_at = ?, reason = ?, claim = NULL,
-                       lease_until = NULL, deferrals = deferrals + ?
-                    WHERE id = ? AND claim = ? AND status = 'pending'""",
-                (at_ms, reason, int(deferral), item.id, item.claim),
-            )
-        return changed == 1
+        return await self.batch.run(lambda raw: reschedule_in(raw, item, at_ms, reason, deferral))
 
     async def begin_delivery(
         self, item: Item, out: Outbound, now_ms: int, quota: QuotaCheck | None
     ) -> int | None:
-        """Outbox row + log row + `delivering`, atomically. None: lost the claim or no quota."""
-        table = TABLES[item.source]
-        async with self.vault.transaction() as tx:
-            if quota is not None:
-                mine, everyone = await quota_used(
-                    tx, user=item.user_pk, user_since_ms=quota.user_since_ms,
-                    global_since_ms=quota.global_since_ms,
-                )  # fmt: skip
-                if mine >= quota.user_limit or everyone >= quota.global_limit:
-                    return None
-            row = await enqueue_in(tx, out, now_ms, status="pending")
-            changed = await tx.execute_rowcount(
-                f"""UPDATE {table} SET status = 'delivering', outbox_id = ?, result = ?
-                    WHERE id = ? AND claim = ? AND status = 'pending'""",
-                (row.id, out.text, item.id, item.claim),
-            )
-            if changed != 1 or not row.created:
-                raise LostClaim  # rolls the outbox row back with everything else
-            await tx.execute(
-                """INSERT INTO proactive_log (user, chat, type, source_id, outbox_id, sent_at)
-                   VALUES (?, ?, ?, ?, ?, ?)""",
-                (item.user_pk, item.chat_pk, item.source, item.id, row.id, now_ms),
-            )
-            return row.id
+        """Outbox row + log row + `delivering`, atomically. None: no quota left; raises
+        `LostClaim` (everything rolled back) if the row changed hands."""
+        return await self.batch.run(
+            lambda raw: begin_delivery_in(raw, item, out, now_ms, quota, self._gauge)
+        )
 
     async def complete_delivery(
         self, item: Item, status: str, reason: str, text: str, now_ms: int
     ) -> bool:
         """Terminal state of a `delivering` row; a (possibly) delivered text joins the chat."""
         assert status in ("sent", "failed", "uncertain")
-        async with self.vault.transaction() as tx:
-            changed = await tx.execute_rowcount(
-                f"""UPDATE {TABLES[item.source]} SET status = ?, reason = ?, finished_at = ?,
-                       lease_until = NULL
-                    WHERE id = ? AND claim = ? AND status = 'delivering'""",
-                (status, reason, now_ms, item.id, item.claim),
-            )
-            if changed != 1:
-                return False
-            await tx.execute(
-                "UPDATE proactive_log SET status = ? WHERE type = ? AND source_id = ?",
-                (status, item.source, item.id),
-            )
-            if status != "failed":
-                session = await tx.fetchone(_OPEN_SESSION, (item.chat_pk, now_ms))
-                assert session is not None
-                await append_message(
-                    tx, session=session[0], chat=item.chat_pk, user=None, role="assistant",
-                    kind="proactive", text=text, tokens=len(text) // 4 + 1, now_ms=now_ms,
-                )  # fmt: skip
-        return True
+        return await self.batch.run(
+            lambda raw: complete_in(raw, item, status, reason, text, now_ms)
+        )
 
     async def delivering(self) -> list[Delivering]:
         found: list[Delivering] = []
@@ -296,14 +235,9 @@ class ProactiveStore:
 
     async def take_over(self, item: Item, token: str, lease_until: int, now_ms: int) -> Item | None:
         """Re-lease a `delivering` row whose lease expired; the new claim guards its finish."""
-        async with self.vault.transaction() as tx:
-            changed = await tx.execute_rowcount(
-                f"""UPDATE {TABLES[item.source]} SET claim = ?, lease_until = ?
-                    WHERE id = ? AND claim IS ? AND status = 'delivering'
-                      AND (lease_until IS NULL OR lease_until <= ?)""",
-                (token, lease_until, item.id, item.claim, now_ms),
-            )
-        if changed != 1:
+        if not await self.vault.run(
+            lambda raw: take_over_in(raw, item, token, lease_until, now_ms)
+        ):
             return None
         return replace(item, claim=token)
 

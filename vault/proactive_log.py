@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vault.db import Vault
-from vault.proactive import quota_used, sends_since
+from vault.proactive_tx import COUNTED
 
 ENGAGEMENT_WINDOW_MS = 24 * 3600 * 1000
 RATE_WINDOW_MS = 30 * 24 * 3600 * 1000
@@ -75,15 +76,44 @@ class ProactiveLog:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
+    # Single statements on the read connection (each is its own consistent snapshot): no
+    # `reading()` transaction, whose BEGIN a cancelled task could leave open.
     async def sends_since(self, *, user: int | None, since_ms: int) -> int:
-        return await sends_since(self.vault, user=user, since_ms=since_ms)  # one statement
+        sql = f"SELECT count(*) FROM proactive_log WHERE sent_at >= ? AND status IN {COUNTED}"
+        params: list[int] = [since_ms]
+        if user is not None:
+            sql += " AND user = ?"
+            params.append(user)
+        return int(await self.vault.scalar(sql, params))
 
     async def quota_used(
         self, *, user: int, user_since_ms: int, global_since_ms: int
     ) -> tuple[int, int]:
-        return await quota_used(
-            self.vault, user=user, user_since_ms=user_since_ms, global_since_ms=global_since_ms
+        row = await self.vault.fetchone(
+            f"""SELECT (SELECT count(*) FROM proactive_log WHERE user = ? AND sent_at >= ?
+                         AND status IN {COUNTED}),
+                       (SELECT count(*) FROM proactive_log WHERE sent_at >= ?
+                         AND status IN {COUNTED})""",
+            (user, user_since_ms, global_since_ms),
         )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def send_times(self, users: Sequence[int], since_ms: int) -> dict[int, list[int]]:
+        """`sent_at` of each user's quota-counted messages since `since_ms` (read connection)."""
+        found: dict[int, list[int]] = {user: [] for user in users}
+        unique = list(found)
+        for at in range(0, len(unique), 500):
+            chunk = unique[at : at + 500]
+            rows = await self.vault.fetchall(
+                f"""SELECT user, sent_at FROM proactive_log
+                    WHERE user IN ({",".join("?" * len(chunk))}) AND sent_at >= ?
+                      AND status IN ('delivering', 'sent', 'uncertain')""",
+                (*chunk, since_ms),
+            )
+            for row in rows:
+                found[int(row[0])].append(int(row[1]))
+        return found
 
     async def mark_engaged(self, user: int, now_ms: int) -> int:
         """The user wrote: engage their proactive messages of the last 24 h. Returns rows."""
