@@ -127,3 +127,28 @@ async def test_unusable_path_is_a_vault_error(tmp_path: Path) -> None:
     with pytest.raises(VaultError):
         async with Vault(blocker / "v.db"):
             pass
+
+
+@pytest.mark.parametrize("kind", ["transaction", "reading"])
+async def test_cancelled_while_beginning_leaves_no_open_transaction(
+    tmp_path: Path, kind: str
+) -> None:
+    async with Vault(tmp_path / "v.db") as vault:
+        await migrate(vault)
+        entered = asyncio.Event()
+
+        async def use() -> None:
+            async with getattr(vault, kind)() as tx:
+                entered.set()
+                await tx.fetchall("SELECT 1")
+
+        task = asyncio.create_task(use())
+        await asyncio.sleep(0)  # the task has queued its BEGIN and waits for it
+        task.cancel()
+        await asyncio.wait([task])
+        assert task.cancelled()
+        assert not entered.is_set()
+        async with vault.transaction() as tx:  # both connections are usable again
+            await tx.execute("CREATE TABLE after_cancel (x)")
+        async with vault.reading() as tx:
+            assert await tx.scalar("SELECT count(*) FROM after_cancel") == 0

@@ -54,6 +54,23 @@ def _as_transaction(body: SyncBody[T]) -> Callable[[sqlite3.Connection], T]:
     return run
 
 
+async def _open(conn: aiosqlite.Connection, begin: str, undo: str) -> None:
+    """Start a transaction, also when our task is cancelled meanwhile.
+
+    The BEGIN is already queued on the connection's thread and will run; if we were cancelled
+    while it did, close it again before re-raising — an open transaction left behind would
+    make every later BEGIN on this connection fail.
+    """
+    started = asyncio.ensure_future(conn.execute_fetchall(begin))
+    try:
+        await asyncio.shield(started)
+    except asyncio.CancelledError:
+        await asyncio.wait([started])
+        if not started.cancelled() and started.exception() is None:
+            await asyncio.wait([asyncio.ensure_future(conn.execute_fetchall(undo))])
+        raise
+
+
 async def _on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T:
     """Run `fn(raw sqlite3 connection)` on the aiosqlite connection's own worker thread.
 
@@ -201,7 +218,7 @@ class Vault:
         """`BEGIN IMMEDIATE`; commit on success, roll back on any exception (then re-raise)."""
         async with self.writer() as tx:
             conn = self.conn
-            await conn.execute_fetchall("BEGIN IMMEDIATE")
+            await _open(conn, "BEGIN IMMEDIATE", "ROLLBACK")
             try:
                 yield tx
             except BaseException:
@@ -236,7 +253,7 @@ class Vault:
         conn = self._read_conn
         async with self._read_lock:
             try:
-                await conn.execute_fetchall("BEGIN")
+                await _open(conn, "BEGIN", "COMMIT")
                 try:
                     yield Tx(conn)
                 finally:
