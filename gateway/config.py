@@ -149,6 +149,7 @@ class ProactiveSection(_Section):
     unanswered_hours: float = Field(24, gt=0)
     engagement_drop_ratio: float = Field(0.3, gt=0, le=1)
     max_per_tick: int = Field(20, ge=1)
+    concurrency: int = Field(8, ge=1, le=256)
     lease_s: float = Field(300, gt=0)
     jitter_max_minutes: float = Field(30, ge=0)
 

@@ -22,10 +22,10 @@ import uuid
 from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from croniter import croniter
 
+from gateway.config import ProactiveSection
 from gateway.messages import Outbound, OutboundKind
 from gateway.ports import Clock
 from proactive.execute import Executor
@@ -52,7 +52,7 @@ class EngineConfig:
     concurrency: int = 8
 
     @classmethod
-    def from_section(cls, s: Any) -> EngineConfig:
+    def from_section(cls, s: ProactiveSection) -> EngineConfig:
         return cls(
             poll_interval_s=s.poll_interval_s,
             scan_cron=s.scan_cron,
@@ -62,6 +62,7 @@ class EngineConfig:
             dormancy_ms=int(s.dormancy_days * DAY_MS),
             unanswered_ms=int(s.unanswered_hours * HOUR_MS),
             drop_ratio=s.engagement_drop_ratio,
+            concurrency=s.concurrency,
         )
 
 
