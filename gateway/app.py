@@ -140,6 +140,7 @@ class App:
         self.inbound_log = InboundLog(self.vault)
         self.usage = UsageLog(self.vault)
         self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
+        self.background.append(lambda: self.vault.run_checkpoints(self.clock.sleep))
         # The counters stay readable (admin stats) while the analyzer is switched off.
         self.analyzer_store = AnalyzerStore(self.vault)
         self.audit = AuditLog(self.vault)

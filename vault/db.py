@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -37,6 +37,8 @@ Params = Sequence[Any] | dict[str, Any]
 _IN_TRANSACTION: ContextVar[bool] = ContextVar("iris_vault_in_tx", default=False)
 
 T = TypeVar("T")
+AUTOCHECKPOINT_PAGES = 10_000  # ~40 MiB of WAL before a commit checkpoints by itself
+CHECKPOINT_INTERVAL_S = 1.0
 SyncBody = Callable[[sqlite3.Connection], T]
 
 
@@ -137,6 +139,7 @@ class Vault:
         self._busy_timeout_ms = busy_timeout_ms
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
+        self._checkpointer: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()
         self._closed = False
@@ -156,9 +159,15 @@ class Vault:
         try:
             await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
             self._writer = await self._connect(
-                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"
+                "PRAGMA journal_mode=WAL",
+                "PRAGMA synchronous=NORMAL",
+                "PRAGMA foreign_keys=ON",
+                # Checkpoints (and their fsync) would stall whichever commit crosses the
+                # threshold: `run_checkpoints` does them off the writer; this is the backstop.
+                f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}",
             )
             self._reader = await self._connect("PRAGMA query_only=ON")
+            self._checkpointer = await self._connect()
         except (OSError, sqlite3.Error) as exc:
             await self.close()
             raise VaultError(f"cannot open vault {self.path}: {exc}") from exc
@@ -178,6 +187,9 @@ class Vault:
         self._closed = True
         writer, self._writer = self._writer, None
         reader, self._reader = self._reader, None
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await checkpointer.close()
         if reader is not None:
             async with self._read_lock:
                 await reader.close()
@@ -273,6 +285,27 @@ class Vault:
     async def scalar(self, sql: str, params: Params = ()) -> Any:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]
+
+    async def checkpoint(self) -> None:
+        """A PASSIVE WAL checkpoint on its own connection and thread: it copies what it can
+        without waiting for, or blocking, the writer and readers."""
+        if self._checkpointer is None:
+            raise VaultError("vault is not open")
+        try:
+            await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            raise VaultError(f"checkpoint failed: {exc}") from exc
+
+    async def run_checkpoints(
+        self, sleep: Callable[[float], Awaitable[None]], interval_s: float = CHECKPOINT_INTERVAL_S
+    ) -> None:
+        """Checkpoint every `interval_s` until cancelled (a background job of the app)."""
+        while True:
+            await sleep(interval_s)
+            try:
+                await self.checkpoint()
+            except VaultError as exc:
+                log.warning("%s", exc)
 
     async def user_version(self) -> int:
         return int(await self.scalar("PRAGMA user_version"))
