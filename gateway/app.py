@@ -140,7 +140,6 @@ class App:
         self.inbound_log = InboundLog(self.vault)
         self.usage = UsageLog(self.vault)
         self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
-        self.background.append(lambda: self.vault.run_checkpoints(self.clock.sleep))
         # The counters stay readable (admin stats) while the analyzer is switched off.
         self.analyzer_store = AnalyzerStore(self.vault)
         self.audit = AuditLog(self.vault)
@@ -337,6 +336,10 @@ class App:
                 tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels
             ]
             background = [tg.create_task(job(), name="background") for job in self.background]
+            # Housekeeping in wall-clock time, whatever clock the app runs on.
+            background.append(
+                tg.create_task(self.vault.run_checkpoints(asyncio.sleep), name="checkpoints")
+            )
             await stop.wait()
             log.info("stopping: no new messages; draining in-flight turns")
             for task in intake:

@@ -152,3 +152,35 @@ async def test_cancelled_while_beginning_leaves_no_open_transaction(
             await tx.execute("CREATE TABLE after_cancel (x)")
         async with vault.reading() as tx:
             assert await tx.scalar("SELECT count(*) FROM after_cancel") == 0
+
+
+async def test_checkpoints_run_off_the_writer_until_cancelled(tmp_path: Path) -> None:
+    async with Vault(tmp_path / "v.db") as vault:
+        await migrate(vault)
+        async with vault.transaction() as tx:
+            await tx.execute("CREATE TABLE t (v INTEGER)")
+            await tx.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(500)])
+
+        def rows_in_main_file() -> int:
+            # immutable=1 reads the database file alone, ignoring the WAL.
+            raw = sqlite3.connect(f"file:{tmp_path / 'v.db'}?immutable=1", uri=True)
+            try:
+                return int(raw.execute("SELECT count(*) FROM t").fetchone()[0])
+            except sqlite3.OperationalError:  # the table itself is still only in the WAL
+                return 0
+            finally:
+                raw.close()
+
+        assert rows_in_main_file() == 0
+        sleeps: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            sleeps.append(seconds)
+            if len(sleeps) == 3:
+                raise asyncio.CancelledError
+
+        with pytest.raises(asyncio.CancelledError):
+            await vault.run_checkpoints(sleep, interval_s=0.5)
+        # (without the checkpoints the rows would still be in the WAL only)
+        assert sleeps == [0.5, 0.5, 0.5]
+        assert rows_in_main_file() == 500
