@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.messages import ChatRef, Inbound, UserRef
-from vault.db import Tx, Vault
+from vault.db import Vault
 from vault.inbound import claim
 
 HISTORY_KINDS = ("chat", "proactive")
@@ -121,24 +121,6 @@ def insert_message(
     return int(cursor.lastrowid or 0)
 
 
-async def append_message(
-    tx: Tx,
-    *,
-    session: int,
-    chat: int,
-    user: int | None,
-    role: str,
-    kind: str,
-    text: str,
-    tokens: int,
-    now_ms: int,
-    platform_id: str | None = None,
-) -> int:
-    return await tx.execute(
-        INSERT_MESSAGE, (session, chat, user, role, kind, text, tokens, platform_id, now_ms)
-    )
-
-
 class Conversations:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
@@ -202,18 +184,12 @@ class Conversations:
     async def record_reply(
         self, *, session: int, chat: int, kind: str, text: str, tokens: int, now_ms: int
     ) -> int:
-        async with self.vault.writer() as tx:  # one INSERT, atomic on its own
-            return await append_message(
-                tx,
-                session=session,
-                chat=chat,
-                user=None,
-                role="assistant",
-                kind=kind,
-                text=text,
-                tokens=tokens,
-                now_ms=now_ms,
+        return await self.vault.run(
+            lambda raw: insert_message(
+                raw, session=session, chat=chat, user=None, role="assistant", kind=kind,
+                text=text, tokens=tokens, now_ms=now_ms,
             )
+        )  # fmt: skip
 
     async def history(
         self, session: int, *, limit: int, before_id: int | None = None

@@ -4,11 +4,13 @@ Why a lock around the single writer connection: aiosqlite runs statements on one
 thread, but two coroutines sharing the connection interleave their statements — one
 coroutine's ROLLBACK then discards another's INSERT. So every multi-statement write is
 `BEGIN IMMEDIATE … COMMIT/ROLLBACK` under an `asyncio.Lock`; a single statement that is atomic
-on its own (`write()`, `writer()`) skips BEGIN/COMMIT, which are two thread hops each.
+on its own (`write()`, `writer()`) skips BEGIN/COMMIT, which are two thread hops each, and
+`run()` executes a whole synchronous transaction body on the writer's thread in one hop (the
+hot paths use it). Nested write transactions from the same task would deadlock; they raise.
 
 Reads go to a second, read-only connection (WAL lets it run beside the writer): they never
-wait for the write lock and only ever see committed rows. `reading()` gives several reads one
-consistent snapshot. Nested write transactions from the same task would deadlock; they raise.
+wait for the write lock and only ever see committed rows; each statement is its own consistent
+snapshot. A third connection runs WAL checkpoints in the background, off the writer.
 
 Timestamps in every table are integer epoch milliseconds, UTC.
 """
@@ -23,7 +25,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import aiosqlite
 
@@ -85,15 +87,6 @@ async def _on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> 
     return result
 
 
-class Reads(Protocol):
-    """What read-only helpers need: a `Tx` inside a transaction, or the `Vault` itself (one
-    statement on the read connection, consistent on its own)."""
-
-    async def fetchone(self, sql: str, params: Params = ()) -> Row | None: ...
-
-    async def scalar(self, sql: str, params: Params = ()) -> Any: ...
-
-
 class Tx:
     """The handle a transaction body uses; valid only inside `Vault.transaction()`.
 
@@ -141,7 +134,6 @@ class Vault:
         self._reader: aiosqlite.Connection | None = None
         self._checkpointer: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
-        self._read_lock = asyncio.Lock()
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -191,8 +183,7 @@ class Vault:
         if checkpointer is not None:
             await checkpointer.close()
         if reader is not None:
-            async with self._read_lock:
-                await reader.close()
+            await reader.close()
         if writer is not None:
             async with self._lock:
                 await writer.close()
@@ -258,20 +249,6 @@ class Vault:
     async def write_rowcount(self, sql: str, params: Params = ()) -> int:
         async with self.writer() as tx:
             return await tx.execute_rowcount(sql, params)
-
-    @asynccontextmanager
-    async def reading(self) -> AsyncIterator[Tx]:
-        """Several reads from one consistent snapshot (a deferred read transaction)."""
-        conn = self._read_conn
-        async with self._read_lock:
-            try:
-                await _open(conn, "BEGIN", "COMMIT")
-                try:
-                    yield Tx(conn)
-                finally:
-                    await conn.execute_fetchall("COMMIT")
-            except sqlite3.Error as exc:
-                raise VaultError(f"vault read failed: {exc}") from exc
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         try:

@@ -31,8 +31,6 @@ from vault.proactive_items import (
     Source,
     add_trigger_in,
     item_from_row,
-    quota_used,
-    sends_since,
 )
 from vault.proactive_tx import (
     GlobalGauge,
@@ -54,8 +52,6 @@ __all__ = [
     "ProactiveStore",
     "QuotaCheck",
     "Source",
-    "quota_used",
-    "sends_since",
 ]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.messages import ChatRef
-from vault.db import Reads, Tx
+from vault.db import Tx
 
 Source = Literal["intent", "trigger"]
 TABLES: dict[str, str] = {"intent": "proactive_intents", "trigger": "proactive_triggers"}
@@ -115,32 +115,6 @@ class Delivering:
     outbox_status: str
     lease_until: int
     text: str
-
-
-async def quota_used(
-    tx: Reads, *, user: int, user_since_ms: int, global_since_ms: int
-) -> tuple[int, int]:
-    """(the user's sends since their local midnight, everyone's since UTC midnight)."""
-    row = await tx.fetchone(
-        """SELECT (SELECT count(*) FROM proactive_log WHERE user = ? AND sent_at >= ?
-                     AND status IN ('delivering', 'sent', 'uncertain')),
-                  (SELECT count(*) FROM proactive_log WHERE sent_at >= ?
-                     AND status IN ('delivering', 'sent', 'uncertain'))""",
-        (user, user_since_ms, global_since_ms),
-    )
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
-async def sends_since(tx: Reads, *, user: int | None, since_ms: int) -> int:
-    """Proactive messages counted against a quota: sent, in flight, or possibly sent."""
-    sql = """SELECT count(*) FROM proactive_log WHERE sent_at >= ?
-             AND status IN ('delivering', 'sent', 'uncertain')"""
-    params: list[Any] = [since_ms]
-    if user is not None:
-        sql += " AND user = ?"
-        params.append(user)
-    return int(await tx.scalar(sql, params))
 
 
 class LostClaim(Exception):

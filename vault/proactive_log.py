@@ -77,7 +77,6 @@ class ProactiveLog:
         self.vault = vault
 
     # Single statements on the read connection (each is its own consistent snapshot): no
-    # `reading()` transaction, whose BEGIN a cancelled task could leave open.
     async def sends_since(self, *, user: int | None, since_ms: int) -> int:
         sql = f"SELECT count(*) FROM proactive_log WHERE sent_at >= ? AND status IN {COUNTED}"
         params: list[int] = [since_ms]
@@ -85,19 +84,6 @@ class ProactiveLog:
             sql += " AND user = ?"
             params.append(user)
         return int(await self.vault.scalar(sql, params))
-
-    async def quota_used(
-        self, *, user: int, user_since_ms: int, global_since_ms: int
-    ) -> tuple[int, int]:
-        row = await self.vault.fetchone(
-            f"""SELECT (SELECT count(*) FROM proactive_log WHERE user = ? AND sent_at >= ?
-                         AND status IN {COUNTED}),
-                       (SELECT count(*) FROM proactive_log WHERE sent_at >= ?
-                         AND status IN {COUNTED})""",
-            (user, user_since_ms, global_since_ms),
-        )
-        assert row is not None
-        return int(row[0]), int(row[1])
 
     async def send_times(self, users: Sequence[int], since_ms: int) -> dict[int, list[int]]:
         """`sent_at` of each user's quota-counted messages since `since_ms` (read connection)."""
