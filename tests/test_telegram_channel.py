@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 import respx
 
@@ -115,6 +116,23 @@ async def test_timeout_is_uncertain(tg: TelegramChannel) -> None:
     with respx.mock() as router:
         router.post(url__startswith=BASE).mock(side_effect=httpx.ReadTimeout("slow"))
         with pytest.raises(DeliveryUncertain):
+            await tg.send(out("hi"))
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (httpx.ConnectError("refused"), DeliveryTransient),  # never reached Telegram: retry
+        (httpx.ReadError("reset"), DeliveryUncertain),  # may have been sent: never resend
+        (httpx.RemoteProtocolError("closed"), DeliveryUncertain),
+    ],
+)
+async def test_network_errors_retry_only_when_nothing_was_sent(
+    tg: TelegramChannel, failure: Exception, expected: type[Exception]
+) -> None:
+    with respx.mock() as router:
+        router.post(url__startswith=BASE).mock(side_effect=failure)
+        with pytest.raises(expected):
             await tg.send(out("hi"))
 
 

@@ -27,6 +27,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
+import httpx
 from telegram import Bot, BotCommand, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
@@ -355,7 +356,11 @@ def map_send_error(exc: TelegramError) -> DeliveryError:
     if isinstance(exc, TimedOut):
         return DeliveryUncertain("telegram: timed out; the message may have been sent")
     if isinstance(exc, NetworkError):
-        return DeliveryTransient(f"telegram network error: {type(exc).__name__}")
+        # Only a failed connect proves the request never reached Telegram; a reset or read
+        # error after it was sent may have delivered it, and a retry could send it twice.
+        if isinstance(exc.__cause__, httpx.ConnectError):
+            return DeliveryTransient("telegram: could not connect")
+        return DeliveryUncertain(f"telegram network error after sending: {type(exc).__name__}")
     if isinstance(exc, ChatMigrated):
         return DeliveryPermanent("telegram: the group moved to a new chat id")
     return DeliveryPermanent(f"telegram error: {type(exc).__name__}")
