@@ -111,15 +111,18 @@ class ProactiveAdmin:
         return asdict(await self.engine.scan())
 
     async def execute(self, item_id: int, *, now_ms: int) -> JSON:
+        """Make the follow-up due now and wake the engine; its next tick runs it.
+
+        Not run here: the caller may hold the chat's lock (an admin firing a follow-up of their
+        own chat), which the engine's execution takes too.
+        """
         if self.engine is None:
             raise WrongState("the proactive engine is off ([proactive] enabled = false)")
         await self._pending_intent(item_id)
         if not await self.store.fire_now(item_id, now_ms):
             raise WrongState(f"follow-up #{item_id} is no longer pending")
-        await self.engine.tick()
-        item = await self.store.get("intent", item_id)
-        assert item is not None
-        return {"id": item_id, "status": item.status}
+        self.engine.wake()
+        return {"id": item_id, "status": "due", "execute_at": now_ms}
 
     def subs(self) -> list[Sub]:
         return [
@@ -144,7 +147,10 @@ class ProactiveAdmin:
 
     async def _fire(self, call: CommandCall, args: str) -> str:
         result = await self.execute(_id(args, call, "fire"), now_ms=call.scope.now_ms)
-        return f"Follow-up #{result['id']} ran: {result['status']}."
+        return (
+            f"Follow-up #{result['id']} runs now; quiet hours, quota and the gate still "
+            "decide (see /admin intents)."
+        )
 
     async def _scan(self, call: CommandCall, args: str) -> str:
         found = await self.scan()

@@ -106,6 +106,9 @@ class Engine:
 
     async def _fast_loop(self) -> None:
         while True:
+            # Cleared before the tick, not after: a wake() that arrives during the tick
+            # (a new intent, an admin's "fire") must lead to another tick right away.
+            self._wake.clear()
             try:
                 await self.tick()
             except Exception:  # a failing tick must not stop follow-ups for good
@@ -113,7 +116,6 @@ class Engine:
             await self._wait(self.config.poll_interval_s)
 
     async def _wait(self, seconds: float) -> None:
-        self._wake.clear()
         sleeper = asyncio.create_task(self.clock.sleep(seconds))
         woken = asyncio.create_task(self._wake.wait())
         try:

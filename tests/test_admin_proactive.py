@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,10 @@ async def test_http_execute_goes_through_the_gate(
     intent_id = (await (await api.post("/proactive/intent", headers=AUTH, json=body)).json())["id"]
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "How was the exam?"})
     ran = await api.post("/proactive/execute", headers=AUTH, json={"id": intent_id})
-    assert await ran.json() == {"id": intent_id, "status": "sent"}
+    assert (await ran.json())["status"] == "due"
+    assert admin_app.proactive_engine is not None
+    await admin_app.proactive_engine.tick()  # what the woken engine does next
+    assert await status(admin_app, intent_id) == "sent"
     assert channel.texts()[-1] == "How was the exam?"
     assert llm.requests[-1].purpose == "proactive_gate"
     conflict = await api.post("/proactive/execute", headers=AUTH, json={"id": intent_id})
@@ -123,7 +127,10 @@ async def test_admin_chat_subcommands(admin_app: App, llm: FakeLLM, channel: Mem
     assert channel.texts()[-1] == "Usage: /admin fire ID"
     llm.enqueue_tool("proactive_decision", {"action": "skip", "reason": "too soon"})
     await say(admin_app, "/admin fire 1", "boss")
-    assert channel.texts()[-1] == "Follow-up #1 ran: skipped."
+    assert channel.texts()[-1].startswith("Follow-up #1 runs now")
+    assert admin_app.proactive_engine is not None
+    await admin_app.proactive_engine.tick()
+    assert await status(admin_app, 1) == "skipped"
     await say(admin_app, "/admin cancel 1", "boss")
     assert "is skipped, not pending" in channel.texts()[-1]
     await say(admin_app, "/admin scan", "boss")
@@ -134,3 +141,18 @@ async def test_admin_chat_subcommands(admin_app: App, llm: FakeLLM, channel: Mem
     assert actions == [("admin intents", "ok"), ("admin quota", "ok"), ("admin fire", "error"),
                        ("admin fire", "ok"), ("admin cancel", "error"), ("admin scan", "ok"),
                        ("admin triggers", "ok")]  # fmt: skip
+
+
+async def test_admin_fires_a_follow_up_of_their_own_chat_without_deadlock(
+    admin_app: App, llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    llm.enqueue_tool("proactive_intent", {"what": "check the backup", "delay_minutes": 120})
+    llm.enqueue_text("ok")
+    await say(admin_app, "I'll check the backup later", "boss")
+    # The turn holds this chat's lock; the follow-up's execution takes it too. Firing must
+    # not wait for the execution inside the turn (it did, and the chat hung forever).
+    await asyncio.wait_for(say(admin_app, "/admin fire 1", "boss"), timeout=10)
+    llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Backup OK?"})
+    assert admin_app.proactive_engine is not None
+    await asyncio.wait_for(admin_app.proactive_engine.tick(), timeout=10)
+    assert channel.texts()[-1] == "Backup OK?"
