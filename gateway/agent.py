@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gateway.clock import SystemClock
 from gateway.context import ContextPipeline, ContextTrace, TraceStore
-from gateway.errors import ModelError, ModelNotConfigured
+from gateway.errors import ModelError, ModelNotConfigured, VaultError
 from gateway.llm import LLMMessage, LLMRequest, LLMResponse
 from gateway.metrics import Metrics
 from gateway.ports import LLM, Clock
@@ -93,18 +93,19 @@ class Agent:
             if response is not None:
                 self.metrics.model_tokens.observe(response.input_tokens, "input")
                 self.metrics.model_tokens.observe(response.output_tokens, "output")
-            await self.usage.record(
-                Call(
-                    chat_key=chat_key,
-                    purpose=request.purpose,
-                    model=request.model or self.model,
-                    input_tokens=response.input_tokens if response else 0,
-                    output_tokens=response.output_tokens if response else 0,
-                    latency_ms=latency,
-                    ok=ok,
-                ),
-                self.clock.now_ms(),
+            call = Call(
+                chat_key=chat_key,
+                purpose=request.purpose,
+                model=request.model or self.model,
+                input_tokens=response.input_tokens if response else 0,
+                output_tokens=response.output_tokens if response else 0,
+                latency_ms=latency,
+                ok=ok,
             )
+            try:
+                await self.usage.record(call, self.clock.now_ms())
+            except VaultError:  # statistics must never replace the call's own outcome
+                log.exception("could not record model usage")
 
     async def respond(self, scope: Scope) -> AgentReply:
         if self.llm is None:

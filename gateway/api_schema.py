@@ -23,7 +23,7 @@ class IntentRequest(_Body):
     chat: str = Field(pattern=KEY_PATTERN, description="Chat key, e.g. telegram:12345")
     what: str = Field(min_length=1, max_length=1000, description="What to follow up on")
     why: str = Field("", max_length=1000)
-    delay_minutes: float | None = Field(None, ge=0, le=525_600)
+    delay_minutes: float | None = Field(None, ge=1, le=525_600)
     at: str | None = Field(None, description="ISO 8601 time with a UTC offset")
     confidence: float | None = Field(None, ge=0, le=1)
     kind: Literal["ai", "user_reminder"] = "ai"

@@ -255,3 +255,17 @@ async def test_a_failed_recording_does_not_swallow_the_redelivery(
     await app.router.submit(inbound("important", message_id="7"))  # the platform redelivers
     assert channel.texts() == [APOLOGY, "ok"]
     assert await user_texts(app) == ["important"]
+
+
+async def test_writing_again_makes_an_unreachable_chat_reachable(
+    app: App, channel: MemoryChannel
+) -> None:
+    from gateway.errors import ChatUnreachable
+
+    channel.fail_with.append(ChatUnreachable("blocked"))
+    await app.router.submit(inbound("hi"))
+    query = "SELECT unreachable_ms FROM chats WHERE chat_id = 'c1'"
+    assert await app.vault.scalar(query) is not None
+    await app.router.submit(inbound("I unblocked you"))
+    assert await app.vault.scalar(query) is None
+    assert channel.texts() == ["ok"]

@@ -148,6 +148,12 @@ class Conversations:
             user = _upsert_user(raw, inbound.user, now_ms)
             chat = cached_chat or _chat_pk(raw, ref, inbound.kind.value, now_ms)
             session = _open_session(raw, chat, now_ms)
+            # Someone wrote here, so the chat works again (e.g. a user unblocked the bot).
+            raw.execute(
+                """UPDATE chats SET unreachable_ms = NULL
+                   WHERE id = ? AND unreachable_ms IS NOT NULL""",
+                (chat,),
+            )
             message = insert_message(
                 raw,
                 session=session["id"],

@@ -57,11 +57,13 @@ class Memories:
         if not match:
             return []
         if user not in self._has_any:
-            self._has_any[user] = bool(
+            found = bool(
                 await self.vault.scalar(
                     "SELECT EXISTS (SELECT 1 FROM memories WHERE user = ?)", (user,)
                 )
             )
+            # setdefault: a remember() that finished while we read has the newer answer.
+            self._has_any.setdefault(user, found)
         if not self._has_any[user]:
             return []
         rows = await self.vault.fetchall(
