@@ -31,7 +31,7 @@ from gateway.context import ContextPipeline, TraceStore
 from gateway.context_watch import ContextWatch
 from gateway.core_commands import CoreCommands
 from gateway.delivery import Delivery
-from gateway.errors import ChannelUnavailable, ConfigError, FatalChannelError
+from gateway.errors import ChannelUnavailable, ConfigError, FatalChannelError, VaultError
 from gateway.http import HttpServer, health_route
 from gateway.memory_tools import memory_tools
 from gateway.messages import ChannelHealth, ChatRef, CommandInfo
@@ -83,6 +83,8 @@ from vault.usage import UsageLog
 log = logging.getLogger(__name__)
 
 CHANNEL_BACKOFF_MAX_S = 60.0
+HOUSEKEEPING_INTERVAL_S = 24 * 3600.0
+DEDUPE_KEEP_MS = 30 * 24 * 3600 * 1000
 
 
 @dataclass
@@ -125,7 +127,9 @@ class App:
         for channel in self.channels:
             if isinstance(channel, TakesCommands):
                 channel.use_commands(menu)
-        await self.delivery.recover()
+        # Settled before anything can send; the resend of never-attempted rows runs in the
+        # background once serving (a platform outage must not hold the start-up).
+        await self.delivery.settle_interrupted()
         self.http = await self._start_http()
 
     async def _build_stores(self) -> None:
@@ -336,10 +340,12 @@ class App:
                 tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels
             ]
             background = [tg.create_task(job(), name="background") for job in self.background]
+            background.append(tg.create_task(self.delivery.resend_pending(), name="resend"))
             # Housekeeping in wall-clock time, whatever clock the app runs on.
             background.append(
                 tg.create_task(self.vault.run_checkpoints(asyncio.sleep), name="checkpoints")
             )
+            background.append(tg.create_task(self._housekeeping(), name="housekeeping"))
             await stop.wait()
             log.info("stopping: no new messages; draining in-flight turns")
             for task in intake:
@@ -349,6 +355,17 @@ class App:
             await self.router.drain()
             for task in background:
                 task.cancel()
+
+    async def _housekeeping(self) -> None:
+        """Once a day: forget dedupe keys older than a month (platforms redeliver for days, not
+        months), so the table stays small."""
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            try:
+                dropped = await self.inbound_log.purge(self.clock.now_ms() - DEDUPE_KEEP_MS)
+                log.info("housekeeping: %d old dedupe keys dropped", dropped)
+            except VaultError:
+                log.exception("housekeeping failed")
 
     async def _supervise(self, channel: Channel) -> None:
         """Restart a channel after transient errors with capped backoff; fatal errors stop Iris."""

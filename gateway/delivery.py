@@ -89,14 +89,26 @@ class Delivery:
         )
 
     async def recover(self) -> None:
-        """At startup: rows a crash left `sending` become uncertain; pending ones are sent."""
+        """Both steps of startup recovery, in order (the app runs the second in the background)."""
+        await self.settle_interrupted()
+        await self.resend_pending()
+
+    async def settle_interrupted(self) -> int:
+        """Rows a crash left `sending` may have been delivered: they become uncertain."""
         uncertain = await self.outbox.recover_after_crash()
         if uncertain:
             log.warning(
                 "%d outgoing message(s) were interrupted mid-send: marked uncertain", uncertain
             )
+        return uncertain
+
+    async def resend_pending(self) -> None:
+        """Send rows that were written but never attempted; one failing row stops no other."""
         for row in await self.outbox.due(self.clock.now_ms()):
-            await self.deliver_pending(row.id, row.outbound)
+            try:
+                await self.deliver_pending(row.id, row.outbound)
+            except Exception:
+                log.exception("could not resend outbox #%d", row.id)
 
     async def _attempts(
         self, row: OutboxRow, on_sent: SyncBody[None] | None = None, run: Runner | None = None

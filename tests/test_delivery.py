@@ -120,3 +120,14 @@ async def test_no_channel_for_the_message_fails_visibly(outbox: Outbox) -> None:
         Outbound(chat=CHAT, text="x", idempotency_key="k", kind=OutboundKind.PROACTIVE)
     )
     assert result.status == "failed"
+
+
+async def test_resend_after_restart_goes_on_past_a_failing_row(outbox: Outbox) -> None:
+    channel, clock = MemoryChannel(), ManualClock()
+    first = await outbox.enqueue(out("a", "first"), clock.now_ms())
+    second = await outbox.enqueue(out("b", "second"), clock.now_ms())
+    channel.fail_with.append(RuntimeError("sdk bug"))  # the first row's send blows up
+    await delivery(outbox, channel, clock).resend_pending()
+    assert await outbox.status(first.id) == "uncertain"
+    assert await outbox.status(second.id) == "sent"
+    assert channel.texts() == ["second"]
