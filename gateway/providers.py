@@ -147,7 +147,8 @@ class MemoryProvider:
         self._limit = limit
 
     async def provide(self, scope: Scope) -> list[ContextItem] | None:
-        if self._limit == 0 or not fts_query(scope.text):
+        # A user's memories are theirs: not offered where a group reads the reply.
+        if self._limit == 0 or scope.in_group or not fts_query(scope.text):
             return None
         found = await self._memories.search(scope.user_pk, scope.text, self._limit)
         if not found:

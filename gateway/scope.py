@@ -25,3 +25,5 @@ class Scope:
     timezone: str | None = None
     is_admin: bool = False
     summary: str | None = None
+    # A group chat: others read the replies, so nothing private is added to the context.
+    in_group: bool = False

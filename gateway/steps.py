@@ -16,7 +16,7 @@ from gateway.auth import Authorizer, Decision
 from gateway.commands import CommandCall, CommandRegistry, parse_command
 from gateway.context import estimate_tokens
 from gateway.errors import UserInputError
-from gateway.messages import OutboundKind
+from gateway.messages import ChatKind, OutboundKind
 from gateway.replies import Replier
 from gateway.router import Next, Step, Turn
 from gateway.scope import Scope
@@ -141,6 +141,7 @@ def record_step(
             timezone=recorded.timezone,
             is_admin=turn.is_admin,
             summary=recorded.summary,
+            in_group=inbound.kind is ChatKind.GROUP,
         )
         if len(text) > max_chars:
             raise UserInputError(TOO_LONG.format(length=len(text), limit=max_chars))

@@ -45,7 +45,8 @@ class ProactiveProvider:
             now_ms=scope.now_ms,
             pending=MAX_LISTED + 1,
         )
-        pending = seen.pending
+        # In a group only this chat's follow-ups: the others are between the user and Iris.
+        pending = [i for i in seen.pending if not scope.in_group or i.chat == scope.chat_pk]
         lines = [GUIDE, render_quota(seen, self.policy)]
         if pending:
             lines.append(

@@ -103,3 +103,17 @@ async def test_commands_are_recorded_but_not_part_of_model_history(app: App, llm
     assert "Commands:" not in last_request_texts(llm)
     kinds = [r[0] for r in await app.vault.fetchall("SELECT kind FROM messages ORDER BY id")]
     assert kinds == ["command", "command", "chat", "chat"]
+
+
+async def test_memories_stay_out_of_group_replies(app: App, llm: FakeLLM) -> None:
+    from gateway.messages import ChatKind
+
+    await app.router.submit(inbound("hello", chat="dm"))
+    user = await app.conversations.get_user(inbound("x").user)
+    assert user is not None
+    await app.memories.remember(user.pk, "salary is 90k", 0)
+    await app.router.submit(inbound("what is my salary", chat="dm"))
+    assert "salary is 90k" in llm.requests[-1].system_dynamic
+    group = inbound("@iris what is my salary", chat="team", kind=ChatKind.GROUP, mentioned=True)
+    await app.router.submit(group)
+    assert "salary is 90k" not in llm.requests[-1].system_dynamic

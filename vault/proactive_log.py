@@ -61,6 +61,7 @@ def engagement_record_hook(
 @dataclass(frozen=True, slots=True)
 class PendingIntent:
     id: int
+    chat: int
     execute_at: int
     what: str
 
@@ -115,15 +116,18 @@ class ProactiveLog:
                   (SELECT count(*) FROM proactive_log WHERE user = ? AND sent_at >= ?
                      AND status IN ('delivering', 'sent', 'uncertain')),
                   count(*), coalesce(sum(engaged), 0),
-                  (SELECT json_group_array(json_array(id, execute_at, what)) FROM (
-                     SELECT id, execute_at, what FROM proactive_intents
+                  (SELECT json_group_array(json_array(id, chat, execute_at, what)) FROM (
+                     SELECT id, chat, execute_at, what FROM proactive_intents
                      WHERE user = ? AND status = 'pending' ORDER BY execute_at LIMIT ?))
                 FROM proactive_log WHERE user = ? AND sent_at >= ? AND status = 'sent'""",
             (user, day_start_ms, user, pending, user, now_ms - RATE_WINDOW_MS),
         )
         assert row is not None
         total, engaged = int(row[1]), int(row[2])
-        listed = [PendingIntent(int(i), int(at), str(what)) for i, at, what in json.loads(row[3])]
+        listed = [
+            PendingIntent(int(i), int(chat), int(at), str(what))
+            for i, chat, at, what in json.loads(row[3])
+        ]
         return Overview(used_today=int(row[0]), engagement_rate=engaged / total if total else None,
                         pending=listed)  # fmt: skip
 
