@@ -1,4 +1,4 @@
-"""The one HTTP server of Iris (aiohttp): webhooks, `GET /healthz`, and later the admin API.
+"""The one HTTP server of Iris (aiohttp): webhooks, `GET /healthz` and the admin API.
 
 Components contribute `WebRoute`s (framework-free handlers from `gateway.ports`) or plain
 aiohttp handlers before the server starts (`App._start_http` is where routes are added; aiohttp

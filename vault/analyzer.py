@@ -50,16 +50,10 @@ class AnalyzerStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
-    async def load(self, session: int) -> dict[str, Any]:
-        """The session's state; `{}` for a new session, or when the stored JSON is unusable."""
-        raw = await self.vault.scalar(
-            "SELECT analyzer_state FROM sessions WHERE id = ?", (session,)
-        )
-        return self.parse(session, raw)
-
     @staticmethod
     def parse(session: int, raw: str | None) -> dict[str, Any]:
-        """State from its stored JSON (the record step already read it with the session)."""
+        """The session's state from its stored JSON (the record step read it with the session);
+        `{}` for a new session, or when the stored JSON is unusable."""
         try:
             data = json.loads(raw) if raw else {}
         except ValueError:
@@ -77,12 +71,11 @@ class AnalyzerStore:
             return
         async with self.vault.transaction() as tx:
             await tx.execute(update, params)
-            if event is not None:
-                await tx.execute(
-                    """INSERT INTO analyzer_events (at_ms, chat, session, event, command)
+            await tx.execute(
+                """INSERT INTO analyzer_events (at_ms, chat, session, event, command)
                        VALUES (?, ?, ?, ?, ?)""",
-                    (now_ms, event.chat, session, event.kind, event.command),
-                )
+                (now_ms, event.chat, session, event.kind, event.command),
+            )
 
     async def counts(self, since_ms: int) -> SuggestionCounts:
         rows = await self.vault.fetchall(

@@ -167,12 +167,6 @@ class Outbox:
         )
         return [_row(r) for r in rows]
 
-    async def next_due_ms(self) -> int | None:
-        value = await self.vault.scalar(
-            "SELECT min(next_attempt_ms) FROM outbox WHERE status = 'pending'"
-        )
-        return None if value is None else int(value)
-
     async def status(self, row_id: int) -> str | None:
         value = await self.vault.scalar("SELECT status FROM outbox WHERE id = ?", (row_id,))
         return None if value is None else str(value)

@@ -1,4 +1,4 @@
-"""Proactive items as the engine sees them: the row types, their SQL, and quota counting.
+"""Proactive items as the engine sees them: the row types and their SQL.
 
 An `Item` is an intent or a trigger joined with its chat and user (zone, settings, last seen),
 so one claim gives the engine everything the policy and the gate need. Split from
