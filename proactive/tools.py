@@ -113,9 +113,19 @@ class ProactiveTools:
             raise ToolError("the time must be at least one minute in the future")
         if at > now + MAX_AHEAD_MS:
             raise ToolError("the time must be within a year")
+        what = args.what.strip()
+        # A user who retries after a failed turn replays the model's tool calls: the same
+        # follow-up must not be registered (and later sent) twice.
+        for pending in await self.store.pending_intents(scope.user_pk):
+            if (
+                pending.chat_pk == scope.chat_pk
+                and pending.what == what
+                and pending.kind == args.kind
+            ):
+                return f"Already registered as #{pending.id}; nothing added."
         confidence = self.default_confidence if args.confidence is None else args.confidence
         intent_id = await self.store.add_intent(
-            chat=scope.chat_pk, user=scope.user_pk, what=args.what.strip(), why=args.why.strip(),
+            chat=scope.chat_pk, user=scope.user_pk, what=what, why=args.why.strip(),
             confidence=confidence, kind=args.kind,
             exact_time=args.kind == "user_reminder" and args.at is not None,
             execute_at=at, now_ms=now,

@@ -209,3 +209,19 @@ async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
         llm.enqueue_text("scanned")
         await say(app, "scan", user="boss")
         assert last_tool_result(llm).content.startswith("Scan done: 0 dormant")
+
+
+async def test_a_replayed_registration_adds_no_second_follow_up(app: App, llm: FakeLLM) -> None:
+    for _ in range(2):  # e.g. the user retried after the model failed later in the turn
+        llm.enqueue_tool("proactive_intent", {"what": "ask about the fix", "delay_minutes": 60})
+        llm.enqueue_text("ok")
+        await say(app, "I'll fix it tomorrow")
+    assert "Already registered as #1" in last_tool_result(llm).content
+    assert [i.what for i in await app.proactive_store.pending_intents(1)] == ["ask about the fix"]
+    llm.enqueue_tool(
+        "proactive_intent",
+        {"what": "ask about the fix", "delay_minutes": 60},
+    )
+    llm.enqueue_text("ok")
+    await say(app, "same, from another chat", user="u2")
+    assert "Registered #2" in last_tool_result(llm).content  # another user's is their own
