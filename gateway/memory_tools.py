@@ -24,7 +24,11 @@ class ForgetArgs(BaseModel):
 
 def memory_tools(memories: Memories) -> list[Tool]:
     async def remember(scope: Scope, args: RememberArgs) -> str:
-        memory_id = await memories.remember(scope.user_pk, args.text.strip(), scope.now_ms)
+        text = args.text.strip()
+        existing = await memories.find(scope.user_pk, text)  # a replayed call adds nothing
+        if existing is not None:
+            return f"already remembered as memory #{existing}"
+        memory_id = await memories.remember(scope.user_pk, text, scope.now_ms)
         return f"remembered as memory #{memory_id}"
 
     async def search(scope: Scope, args: SearchArgs) -> str:

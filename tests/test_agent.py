@@ -160,3 +160,15 @@ def test_map_error_never_leaks_the_message() -> None:
         "prompt contained sk-secret", response=httpx2.Response(400, request=request), body=None
     )
     assert "sk-secret" not in str(map_error(exc))
+
+
+async def test_remembering_the_same_fact_twice_keeps_one(
+    real_app: App, api: FakeAnthropicAPI
+) -> None:
+    for _ in range(2):
+        api.tool_use("memory_remember", {"text": "prefers tea"}).text("ok")
+        await real_app.router.submit(inbound("I prefer tea"))
+    assert (
+        "already remembered as memory #1" in api.bodies[-1]["messages"][-1]["content"][0]["content"]
+    )
+    assert await real_app.vault.scalar("SELECT count(*) FROM memories") == 1

@@ -45,6 +45,13 @@ class Memories:
         self._has_any[user] = True
         return memory_id
 
+    async def find(self, user: int, text: str) -> int | None:
+        """The id of the user's memory with exactly this text, if there is one."""
+        found = await self.vault.scalar(
+            "SELECT id FROM memories WHERE user = ? AND text = ?", (user, text)
+        )
+        return None if found is None else int(found)
+
     async def listing(self, user: int, limit: int = 50) -> list[Memory]:
         rows = await self.vault.fetchall(
             "SELECT id, text, created_ms FROM memories WHERE user = ? ORDER BY id LIMIT ?",
