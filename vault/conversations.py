@@ -86,14 +86,21 @@ def _chat_pk(raw: sqlite3.Connection, chat: ChatRef, kind: str, now_ms: int) -> 
     return int(row[0])
 
 
-def _open_session(raw: sqlite3.Connection, chat: int, now_ms: int) -> Any:
-    """The chat's open session, created if there is none (one statement: get-or-create)."""
-    return raw.execute(
-        """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
-           ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat
-           RETURNING id, summary, started_ms, analyzer_state""",
-        (chat, now_ms),
-    ).fetchone()
+def open_session(raw: sqlite3.Connection, chat: int, now_ms: int) -> Any:
+    """The chat's open session (id, summary, started_ms, analyzer_state), created if there is
+    none. Usually there is one: a lookup first spares the upsert's write of the row."""
+    columns = "id, summary, started_ms, analyzer_state"
+    return (
+        raw.execute(
+            f"SELECT {columns} FROM sessions WHERE chat = ? AND ended_ms IS NULL", (chat,)
+        ).fetchone()
+        or raw.execute(
+            f"""INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
+            ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat
+            RETURNING {columns}""",
+            (chat, now_ms),
+        ).fetchone()
+    )
 
 
 INSERT_MESSAGE = """INSERT INTO messages (session, chat, user, role, kind, text, tokens,
@@ -147,7 +154,7 @@ class Conversations:
                 return None
             user = _upsert_user(raw, inbound.user, now_ms)
             chat = cached_chat or _chat_pk(raw, ref, inbound.kind.value, now_ms)
-            session = _open_session(raw, chat, now_ms)
+            session = open_session(raw, chat, now_ms)
             # Someone wrote here, so the chat works again (e.g. a user unblocked the bot).
             raw.execute(
                 """UPDATE chats SET unreachable_ms = NULL

@@ -11,17 +11,14 @@ token, and the outbox row, the log row and `delivering` are written together bef
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from gateway.messages import Outbound
-from vault.conversations import insert_message
+from vault.conversations import insert_message, open_session
 from vault.proactive_items import TABLES, Item, LostClaim, QuotaCheck
 
 COUNTED = "('delivering', 'sent', 'uncertain')"
 
 # The chat's open session, created if there is none (the partial unique index makes it one).
-_OPEN_SESSION = """INSERT INTO sessions (chat, started_ms) VALUES (?, ?)
-    ON CONFLICT (chat) WHERE ended_ms IS NULL DO UPDATE SET chat = excluded.chat RETURNING id"""
 
 
 def claim_in(
@@ -190,15 +187,9 @@ def complete_in(
         (status, item.source, item.id),
     )
     if status != "failed":
-        # Usually the chat has an open session: a lookup is cheaper than the upsert's write.
-        session: Any = (
-            raw.execute(
-                "SELECT id FROM sessions WHERE chat = ? AND ended_ms IS NULL", (item.chat_pk,)
-            ).fetchone()
-            or raw.execute(_OPEN_SESSION, (item.chat_pk, now_ms)).fetchone()
-        )
+        session = open_session(raw, item.chat_pk, now_ms)
         insert_message(
-            raw, session=session[0], chat=item.chat_pk, user=None, role="assistant",
+            raw, session=session["id"], chat=item.chat_pk, user=None, role="assistant",
             kind="proactive", text=text, tokens=len(text) // 4 + 1, now_ms=now_ms,
         )  # fmt: skip
     return True
