@@ -9,6 +9,7 @@ import pytest
 from gateway.app import App
 from gateway.clock import ManualClock
 from gateway.config import Config, Secrets, Settings
+from gateway.ports import LLM, Channel, Clock
 from tests.fakes import FakeLLM, MemoryChannel
 
 
@@ -32,6 +33,12 @@ def make_config(tmp_path: Path, **sections: dict[str, object]) -> Config:
     return Config(settings=Settings(**data), secrets=Secrets({}), source=None)
 
 
+def app_with(config: Config, channel: Channel, llm: LLM | None, clock: Clock | None = None) -> App:
+    """The real app on one channel and a fake model, on a manual clock unless given one."""
+    return App(config=config, channels=[channel], llm_override=llm, use_llm_override=True,
+               clock=clock or ManualClock())  # fmt: skip
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     return make_config(tmp_path)
@@ -49,11 +56,5 @@ def channel() -> MemoryChannel:
 
 @pytest.fixture
 async def app(config: Config, llm: FakeLLM, channel: MemoryChannel) -> AsyncIterator[App]:
-    async with App(
-        config=config,
-        channels=[channel],
-        llm_override=llm,
-        use_llm_override=True,
-        clock=ManualClock(),
-    ) as built:
+    async with app_with(config, channel, llm) as built:
         yield built

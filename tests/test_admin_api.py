@@ -168,20 +168,13 @@ async def test_stats_metrics_and_openapi(client: TestClient[Any, Any]) -> None:
 
 
 async def http_app(tmp_path: Any, secrets: dict[str, str]) -> App:
-    from gateway.clock import ManualClock
     from gateway.config import Config, Secrets
-    from tests.conftest import make_config
+    from tests.conftest import app_with, make_config
     from tests.fakes import FakeLLM, MemoryChannel
 
     base = make_config(tmp_path, http={"enabled": True, "port": 0})
     config = Config(settings=base.settings, secrets=Secrets(secrets), source=None)
-    return App(
-        config=config,
-        channels=[MemoryChannel()],
-        llm_override=FakeLLM(),
-        use_llm_override=True,
-        clock=ManualClock(),
-    )
+    return app_with(config, MemoryChannel(), FakeLLM())
 
 
 async def test_api_is_mounted_on_the_app_server_only_with_a_token(tmp_path: Any) -> None:

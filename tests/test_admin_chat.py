@@ -8,20 +8,13 @@ from pathlib import Path
 
 from gateway.app import App
 from gateway.cli import parse_since
-from gateway.clock import ManualClock
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
 
 async def admin_app(tmp_path: Path, llm: FakeLLM, channel: MemoryChannel) -> App:
     config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": ["memory:*"]})
-    return App(
-        config=config,
-        channels=[channel],
-        llm_override=llm,
-        use_llm_override=True,
-        clock=ManualClock(),
-    )
+    return app_with(config, channel, llm)
 
 
 async def test_non_admin_is_refused_and_the_attempt_audited(

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from gateway.admin_api import AdminApi
 from gateway.app import App
 from gateway.clock import ManualClock
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from tests.prom import parse, value
 
@@ -27,8 +27,7 @@ async def admin_app(tmp_path: Path, llm: FakeLLM, channel: MemoryChannel) -> Asy
     config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": ["memory:*"]})
     clock = ManualClock()
     clock.advance(12 * 3600)  # midday UTC: outside the default quiet hours
-    async with App(config=config, channels=[channel], llm_override=llm, use_llm_override=True,
-                   clock=clock) as app:  # fmt: skip
+    async with app_with(config, channel, llm, clock=clock) as app:  # fmt: skip
         yield app
 
 

@@ -12,10 +12,9 @@ import pytest
 from gateway.agent import CUT_SHORT_NOTE, REFUSAL_TEXT, TOO_MANY_ROUNDS
 from gateway.anthropic_llm import map_error
 from gateway.app import App
-from gateway.clock import ManualClock
 from gateway.errors import ModelRejected, ModelUnavailable
 from gateway.router import MODEL_DOWN
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeAnthropicAPI, MemoryChannel, inbound
 
 
@@ -31,13 +30,7 @@ async def real_app(
     config = make_config(tmp_path, llm={"max_tool_rounds": 3})
     async with (
         api.adapter() as llm,
-        App(
-            config=config,
-            channels=[channel],
-            llm_override=llm,
-            use_llm_override=True,
-            clock=ManualClock(),
-        ) as app,
+        app_with(config, channel, llm) as app,
     ):
         yield app
 

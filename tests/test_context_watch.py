@@ -11,7 +11,7 @@ from gateway.context_watch import WatchState
 from gateway.errors import ModelRejected, VaultError
 from gateway.llm import LLMRequest, LLMResponse, TextPart
 from gateway.steps import format_suggestion
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from vault.analyzer import SuggestionCounts
 
@@ -52,13 +52,7 @@ async def open_app(
 ) -> tuple[App, MemoryChannel, ManualClock]:
     channel = channel or MemoryChannel()
     clock = ManualClock()
-    app = App(
-        config=config,
-        channels=[channel],
-        llm_override=llm or FakeLLM(),
-        use_llm_override=True,
-        clock=clock,
-    )
+    app = app_with(config, channel, llm or FakeLLM(), clock=clock)
     await app.__aenter__()
     return app, channel, clock
 

@@ -10,7 +10,7 @@ import pytest
 from gateway.app import App
 from gateway.clock import ManualClock
 from gateway.llm import ToolResult
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
 
@@ -172,8 +172,7 @@ async def test_engagement_is_marked_when_the_user_writes_within_24h(app: App, ll
 
 async def test_disabled_engine_registers_no_tools_and_no_background(tmp_path: Path) -> None:
     config = make_config(tmp_path, proactive={"enabled": False})
-    async with App(config=config, channels=[MemoryChannel()], llm_override=FakeLLM(),
-                   use_llm_override=True, clock=ManualClock()) as app:  # fmt: skip
+    async with app_with(config, MemoryChannel(), FakeLLM()) as app:  # fmt: skip
         assert app.proactive_engine is None
         assert app.background == []
         assert "proactive" in app.commands.names()
@@ -184,8 +183,7 @@ async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
     config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": ["memory:*"]})
     clock = ManualClock()
     clock.advance(12 * 3600)
-    async with App(config=config, channels=[channel], llm_override=llm, use_llm_override=True,
-                   clock=clock) as app:  # fmt: skip
+    async with app_with(config, channel, llm, clock=clock) as app:  # fmt: skip
         assert app.proactive_engine is not None
         llm.enqueue_tool("proactive_intent", {"what": "later", "delay_minutes": 600})
         llm.enqueue_text("ok")

@@ -11,7 +11,7 @@ from gateway.errors import ModelRejected, ModelUnavailable, VaultError
 from gateway.llm import LLMRequest, LLMResponse
 from gateway.messages import ChatKind
 from gateway.router import APOLOGY, MODEL_DOWN
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
 
@@ -77,9 +77,7 @@ async def test_not_allowed_user_gets_no_model_reply_and_one_notice_a_day(
 ) -> None:
     config = make_config(tmp_path, auth={"allow": ["memory:friend"]})
     clock = ManualClock()
-    async with App(
-        config=config, channels=[channel], llm_override=llm, use_llm_override=True, clock=clock
-    ) as app:
+    async with app_with(config, channel, llm, clock=clock) as app:
         await app.router.submit(inbound("hello", user="stranger"))
         await app.router.submit(inbound("hello again", user="stranger"))
         assert llm.requests == []
@@ -97,13 +95,7 @@ async def test_groups_answer_only_when_addressed_and_strangers_get_silence(
     tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
 ) -> None:
     config = make_config(tmp_path, auth={"allow": ["memory:friend"]})
-    async with App(
-        config=config,
-        channels=[channel],
-        llm_override=llm,
-        use_llm_override=True,
-        clock=ManualClock(),
-    ) as app:
+    async with app_with(config, channel, llm) as app:
         group = {"kind": ChatKind.GROUP, "chat": "g1"}
         await app.router.submit(inbound("chatter", user="friend", **group))  # type: ignore[arg-type]
         await app.router.submit(inbound("@iris hi", user="stranger", mentioned=True, **group))  # type: ignore[arg-type]
@@ -116,13 +108,7 @@ async def test_admins_are_allowed_even_with_an_empty_allow_list(
     tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
 ) -> None:
     config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": []})
-    async with App(
-        config=config,
-        channels=[channel],
-        llm_override=llm,
-        use_llm_override=True,
-        clock=ManualClock(),
-    ) as app:
+    async with app_with(config, channel, llm) as app:
         await app.router.submit(inbound("hi", user="boss"))
         await app.router.submit(inbound("hi", user="other", chat="c2"))
     assert len(llm.requests) == 1
@@ -159,13 +145,7 @@ async def test_unexpected_error_gets_the_fixed_apology_never_the_exception_text(
 async def test_no_model_configured_gives_a_clear_notice_and_commands_still_work(
     tmp_path: Path, channel: MemoryChannel
 ) -> None:
-    async with App(
-        config=make_config(tmp_path),
-        channels=[channel],
-        llm_override=None,
-        use_llm_override=True,
-        clock=ManualClock(),
-    ) as app:
+    async with app_with(make_config(tmp_path), channel, None) as app:
         await app.router.submit(inbound("hello"))
         await app.router.submit(inbound("/help"))
         assert "ANTHROPIC_API_KEY" in channel.texts()[0]
@@ -177,13 +157,7 @@ async def test_empty_and_oversized_messages(
     tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
 ) -> None:
     config = make_config(tmp_path, router={"max_message_chars": 10})
-    async with App(
-        config=config,
-        channels=[channel],
-        llm_override=llm,
-        use_llm_override=True,
-        clock=ManualClock(),
-    ) as app:
+    async with app_with(config, channel, llm) as app:
         await app.router.submit(inbound("   "))
         await app.router.submit(inbound("x" * 11))
         assert llm.requests == []
@@ -221,13 +195,7 @@ async def test_drain_deadline_cancels_stuck_turns(tmp_path: Path, channel: Memor
             raise AssertionError
 
     config = make_config(tmp_path, router={"drain_timeout_s": 0.01})
-    async with App(
-        config=config,
-        channels=[channel],
-        llm_override=Stuck(),
-        use_llm_override=True,
-        clock=ManualClock(),
-    ) as app:
+    async with app_with(config, channel, Stuck()) as app:
         task = app.router.submit(inbound("stuck"))
         await app.router.drain()
         assert task.cancelled()

@@ -13,8 +13,7 @@ import aiohttp
 
 from channels.slack import SlackChannel
 from gateway.app import App
-from gateway.clock import ManualClock
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM
 from tests.slack_fake import (
     BOT_TOKEN,
@@ -68,13 +67,7 @@ async def serving(
             api_url=f"{api.url}/api/",
         )
         async with (
-            App(
-                config=config,
-                channels=[channel],
-                llm_override=llm,
-                use_llm_override=True,
-                clock=ManualClock(),
-            ) as app,
+            app_with(config, channel, llm) as app,
             aiohttp.ClientSession() as session,
         ):
             stop = asyncio.Event()

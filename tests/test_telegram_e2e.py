@@ -16,7 +16,7 @@ from channels.telegram import TelegramChannel
 from gateway.app import App
 from gateway.clock import ManualClock
 from gateway.llm import LLMRequest, LLMResponse, TextPart
-from tests.conftest import make_config
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM
 from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, error, mention, message_update
 
@@ -38,13 +38,7 @@ async def serving(
     with respx.mock(assert_all_called=False) as router:
         api = FakeBotAPI(router)
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
-        async with App(
-            config=config,
-            channels=[channel],
-            llm_override=llm,
-            use_llm_override=True,
-            clock=clock or ManualClock(),
-        ) as app:
+        async with app_with(config, channel, llm, clock) as app:
             stop = asyncio.Event()
             task = asyncio.create_task(app.serve(stop))
             try:
@@ -152,13 +146,7 @@ async def test_failed_poll_is_restarted_by_the_supervisor_and_shown_in_health(
         api = FakeBotAPI(router)
         api.updates_errors.append(error(502, "Bad Gateway"))
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
-        async with App(
-            config=config,
-            channels=[channel],
-            llm_override=FakeLLM(),
-            use_llm_override=True,
-            clock=clock,
-        ) as app:
+        async with app_with(config, channel, FakeLLM(), clock=clock) as app:
             stop = asyncio.Event()
             task = asyncio.create_task(app.serve(stop))
             await asyncio.wait_for(clock.slept.wait(), 5)  # the supervisor's backoff
@@ -217,13 +205,7 @@ async def test_webhook_mode_through_the_http_server(tmp_path: Path) -> None:
             webhook_url="https://iris.example/telegram/webhook",
             webhook_secret="s3cret",
         )
-        async with App(
-            config=config,
-            channels=[channel],
-            llm_override=llm,
-            use_llm_override=True,
-            clock=ManualClock(),
-        ) as app:
+        async with app_with(config, channel, llm) as app:
             stop = asyncio.Event()
             task = asyncio.create_task(app.serve(stop))
             await asyncio.wait_for(channel.started.wait(), 5)
@@ -319,13 +301,7 @@ async def test_chats_run_concurrently_and_each_chat_in_order(tmp_path: Path) -> 
     with respx.mock(assert_all_called=False) as router:
         api = FakeBotAPI(router)
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
-        async with App(
-            config=config,
-            channels=[channel],
-            llm_override=llm,
-            use_llm_override=True,
-            clock=ManualClock(),
-        ) as app:
+        async with app_with(config, channel, llm) as app:
             stop = asyncio.Event()
             task = asyncio.create_task(app.serve(stop))
             await asyncio.wait_for(channel.started.wait(), 5)
