@@ -21,6 +21,7 @@ import anthropic
 import httpx2
 
 from gateway.anthropic_llm import AnthropicLLM
+from gateway.clock import ManualClock
 from gateway.errors import DeliveryError, ModelUnavailable
 from gateway.llm import LLMRequest, LLMResponse, TextPart, ToolCall
 from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentReceipt, UserRef
@@ -193,3 +194,13 @@ def inbound(
         kind=kind,
         mentioned=mentioned,
     )
+
+
+async def run_clock_until(clock: ManualClock, done: Callable[[], bool]) -> None:
+    """Let the loop run; whenever everything waits on the manual clock, jump to the next
+    wake-up. For code that backs off or polls on the clock (delivery, supervisors)."""
+    while not done():
+        await asyncio.sleep(0)
+        wake = clock.next_wakeup_ms()
+        if wake is not None:
+            clock.set(wake)

@@ -13,7 +13,7 @@ from gateway.errors import FatalChannelError
 from gateway.messages import ChatRef, Inbound, Outbound
 from gateway.ports import InboundHandler
 from tests.conftest import make_config
-from tests.fakes import FakeLLM, MemoryChannel, inbound
+from tests.fakes import FakeLLM, MemoryChannel, inbound, run_clock_until
 
 
 async def test_console_interactive_prompts_and_plain_replies() -> None:
@@ -82,11 +82,7 @@ async def test_a_crashing_channel_is_restarted_with_backoff(tmp_path: Path, llm:
     ) as app:
         stop = asyncio.Event()
         serving = asyncio.create_task(app.serve(stop))
-        while not flaky.started.is_set():
-            await asyncio.sleep(0)
-            wake = clock.next_wakeup_ms()
-            if wake is not None:
-                clock.set(wake)
+        await run_clock_until(clock, flaky.started.is_set)
         stop.set()
         await serving
     assert flaky.runs == 3

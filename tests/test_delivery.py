@@ -15,7 +15,7 @@ from gateway.errors import (
     DeliveryUncertain,
 )
 from gateway.messages import ChatRef, Outbound, OutboundKind
-from tests.fakes import MemoryChannel
+from tests.fakes import MemoryChannel, run_clock_until
 from vault.db import Vault
 from vault.migrations import migrate
 from vault.outbox import Outbox
@@ -42,11 +42,7 @@ def delivery(outbox: Outbox, channel: MemoryChannel, clock: ManualClock, **kw: o
 
 async def settle(clock: ManualClock, task: asyncio.Task[object]) -> None:
     """Advance the manual clock whenever the delivery sleeps, until it finishes."""
-    while not task.done():
-        await asyncio.sleep(0)
-        wake = clock.next_wakeup_ms()
-        if wake is not None:
-            clock.set(wake)
+    await run_clock_until(clock, task.done)
 
 
 async def test_transient_failures_retry_with_backoff_and_retry_after(outbox: Outbox) -> None:
