@@ -66,14 +66,20 @@ async def main(messages: int, chats: int, vault_dir: Path) -> None:
         await asyncio.gather(*(client(app, c, 2, []) for c in range(chats)))  # warm up
         latencies: list[float] = []
         started = time.perf_counter()
+        loop_cpu, process_cpu = time.thread_time(), time.process_time()
         await asyncio.gather(*(client(app, c, per_chat, latencies) for c in range(chats)))
         elapsed = time.perf_counter() - started
+        loop_cpu, process_cpu = time.thread_time() - loop_cpu, time.process_time() - process_cpu
         checkpoints.cancel()
         await asyncio.wait([checkpoints])
     total = per_chat * chats
     print(f"router: {total} messages across {chats} chats, vault on disk")
     print(f"throughput: {total / elapsed:,.0f} messages/s")
     print(f"per-message gateway time: {summary_ms(latencies)}")
+    print(
+        f"CPU per message: {loop_cpu / total * 1e6:,.0f} µs on the event loop, "
+        f"{process_cpu / total * 1e6:,.0f} µs in all threads"
+    )
     print(f"peak RSS: {peak_rss_mib():.1f} MiB")
 
 

@@ -23,8 +23,8 @@ from gateway.errors import (
 from gateway.messages import ChatRef, Outbound
 from gateway.metrics import Metrics
 from gateway.ports import Channel, Clock
-from vault.db import SyncBody
-from vault.outbox import Outbox, OutboxRow, Runner
+from vault.batch import SyncBody
+from vault.outbox import Outbox, OutboxRow
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +77,13 @@ class Delivery:
         out: Outbound,
         *,
         on_sent: SyncBody[None] | None = None,
-        run: Runner | None = None,
     ) -> DeliveryResult:
         """Send a row another component wrote as `pending` (in its own transaction);
-        `on_sent` runs in the transaction that marks the row sent; `run` commits the
-        `sending`/`sent` marks through the caller's runner (e.g. a group commit)."""
-        if not await self.outbox.mark_sending(row_id, run=run):
+        `on_sent` runs in the transaction that marks the row sent."""
+        if not await self.outbox.mark_sending(row_id):
             return DeliveryResult("duplicate", row_id)
         return await self._attempts(
-            OutboxRow(id=row_id, outbound=out, status="sending", attempts=1), on_sent, run
+            OutboxRow(id=row_id, outbound=out, status="sending", attempts=1), on_sent
         )
 
     async def recover(self) -> None:
@@ -111,15 +109,15 @@ class Delivery:
                 log.exception("could not resend outbox #%d", row.id)
 
     async def _attempts(
-        self, row: OutboxRow, on_sent: SyncBody[None] | None = None, run: Runner | None = None
+        self, row: OutboxRow, on_sent: SyncBody[None] | None = None
     ) -> DeliveryResult:
-        result = await self._attempt_until_settled(row, on_sent, run)
+        result = await self._attempt_until_settled(row, on_sent)
         out = row.outbound
         self.metrics.outbound.inc(out.chat.channel, out.kind.value, result.status)
         return result
 
     async def _attempt_until_settled(
-        self, row: OutboxRow, on_sent: SyncBody[None] | None, run: Runner | None = None
+        self, row: OutboxRow, on_sent: SyncBody[None] | None
     ) -> DeliveryResult:
         out = row.outbound
         channel = self.channels.get(out.chat.channel)
@@ -142,7 +140,7 @@ class Delivery:
                     row.id, str(exc), self.clock.now_ms() + int(delay * 1000)
                 )
                 await self.clock.sleep(delay)
-                if not await self.outbox.mark_sending(row.id, run=run):
+                if not await self.outbox.mark_sending(row.id):
                     return DeliveryResult("duplicate", row.id)
                 attempt += 1
                 continue
@@ -164,7 +162,7 @@ class Delivery:
                 self.metrics.outbound.inc(out.chat.channel, out.kind.value, "uncertain")
                 raise DeliveryUncertain(f"send failed unexpectedly: {type(exc).__name__}") from exc
             await self.outbox.mark_sent(
-                row.id, receipt.platform_message_ids, self.clock.now_ms(), also=on_sent, run=run
+                row.id, receipt.platform_message_ids, self.clock.now_ms(), also=on_sent
             )
             return DeliveryResult("sent", row.id, receipt.platform_message_ids)
 

@@ -55,9 +55,8 @@ from proactive.policy import (
     utc_day_start_ms,
 )
 from proactive.tick import TickCache
-from vault.db import SyncBody
+from vault.batch import SyncBody
 from vault.memories import Memories
-from vault.outbox import Runner
 from vault.proactive import Item, LostClaim, ProactiveStore, QuotaCheck
 from vault.proactive_log import ProactiveLog
 from vault.proactive_tx import complete_in
@@ -92,7 +91,6 @@ class Deliver(Protocol):
         out: Outbound,
         *,
         on_sent: SyncBody[None] | None = None,
-        run: Runner | None = None,
     ) -> Awaitable[SendResult]: ...
 
 
@@ -283,7 +281,7 @@ class Executor:
             complete_in(raw, item, "sent", reason, out.text, self.clock.now_ms())
 
         try:
-            sent = await self.deliver(outbox_id, out, on_sent=completed, run=self.store.batch.run)
+            sent = await self.deliver(outbox_id, out, on_sent=completed)
             status = sent.status
         except DeliveryUncertain:
             status = "uncertain"

@@ -1,5 +1,5 @@
 """Items of one tick running concurrently: quotas can't be exceeded by a race, one chat's items
-keep their order, and the group commit keeps every body atomic on its own."""
+keep their order, and a stop mid-tick leaves every item in one terminal state."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import pytest
 from gateway.llm import LLMRequest, LLMResponse, ToolCall
 from proactive.policy import PolicyConfig
 from tests.proactive_support import BlockingChannel, harness
-from vault.db import Vault
-from vault.proactive_batch import GroupCommit
 
 
 def _send(message: str) -> LLMResponse:
@@ -87,56 +85,6 @@ async def test_one_chats_items_run_in_claim_order_while_chats_run_concurrently(
         assert [r[0].split()[0] for r in history] == ["first", "second"]
 
 
-async def test_group_commit_rolls_back_only_the_failing_body(tmp_path: Path) -> None:
-    async with Vault(tmp_path / "g.db") as vault:
-        await vault.run(lambda raw: raw.execute("CREATE TABLE t (x INTEGER)"))
-        group = GroupCommit(vault)
-
-        def insert(x: int, fail: bool = False) -> int:
-            def body(raw: object) -> int:
-                raw.execute("INSERT INTO t VALUES (?)", (x,))  # type: ignore[attr-defined]
-                if fail:
-                    raise ValueError("body failed")
-                return x
-
-            return body  # type: ignore[return-value]
-
-        results = await asyncio.gather(
-            group.run(insert(1)), group.run(insert(2, fail=True)), group.run(insert(3)),
-            return_exceptions=True,
-        )  # fmt: skip
-        assert results[0] == 1 and results[2] == 3
-        assert isinstance(results[1], ValueError)
-        rows = await vault.fetchall("SELECT x FROM t ORDER BY x")
-        assert [r[0] for r in rows] == [1, 3]
-
-
-async def test_a_cancelled_caller_not_yet_in_a_batch_writes_nothing(tmp_path: Path) -> None:
-    async with Vault(tmp_path / "g.db") as vault:
-        await vault.run(lambda raw: raw.execute("CREATE TABLE t (x INTEGER)"))
-        group = GroupCommit(vault)
-        holding, release = asyncio.Event(), asyncio.Event()
-
-        async def hold_writer() -> None:  # the first batch can't commit until released
-            async with vault.writer():
-                holding.set()
-                await release.wait()
-
-        holder = asyncio.create_task(hold_writer())
-        await holding.wait()
-        first = asyncio.create_task(group.run(lambda raw: raw.execute("INSERT INTO t VALUES (1)")))
-        await asyncio.sleep(0)
-        queued = asyncio.create_task(group.run(lambda raw: raw.execute("INSERT INTO t VALUES (2)")))
-        await asyncio.sleep(0)
-        queued.cancel()
-        await asyncio.wait([queued])
-        release.set()
-        await holder
-        await first
-        rows = await vault.fetchall("SELECT x FROM t")
-        assert [r[0] for r in rows] == [1]
-
-
 async def test_a_stop_with_several_items_in_flight_leaves_each_in_one_terminal_state(
     tmp_path: Path,
 ) -> None:
@@ -151,9 +99,7 @@ async def test_a_stop_with_several_items_in_flight_leaves_each_in_one_terminal_s
         await channel.entered.wait()
         task.cancel()
         await asyncio.wait([task])
-        for _ in range(2):  # writes already on their way land (like a crash after them)
-            async with h.vault.writer():
-                pass
+        await h.vault.idle()  # writes already on their way land (like a crash after them)
         in_flight = {
             r[0]
             for r in await h.vault.fetchall(

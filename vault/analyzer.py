@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -64,18 +65,18 @@ class AnalyzerStore:
     async def save(
         self, session: int, state: dict[str, Any], *, now_ms: int, event: Event | None = None
     ) -> None:
-        update = "UPDATE sessions SET analyzer_state = ? WHERE id = ?"
-        params = (json.dumps(state, ensure_ascii=False, separators=(",", ":")), session)
-        if event is None:
-            await self.vault.write(update, params)  # one statement: no BEGIN/COMMIT hops
-            return
-        async with self.vault.transaction() as tx:
-            await tx.execute(update, params)
-            await tx.execute(
-                """INSERT INTO analyzer_events (at_ms, chat, session, event, command)
+        text = json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+
+        def save(raw: sqlite3.Connection) -> None:
+            raw.execute("UPDATE sessions SET analyzer_state = ? WHERE id = ?", (text, session))
+            if event is not None:
+                raw.execute(
+                    """INSERT INTO analyzer_events (at_ms, chat, session, event, command)
                        VALUES (?, ?, ?, ?, ?)""",
-                (now_ms, event.chat, session, event.kind, event.command),
-            )
+                    (now_ms, event.chat, session, event.kind, event.command),
+                )
+
+        await self.vault.run(save)
 
     async def counts(self, since_ms: int) -> SuggestionCounts:
         rows = await self.vault.fetchall(

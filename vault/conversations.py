@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.messages import ChatRef, Inbound, UserRef
 from vault.db import Vault
+from vault.history import NO_LIMIT, RecentHistory, StoredMessage, Window
 from vault.inbound import claim
 
 HISTORY_KINDS = ("chat", "proactive")
@@ -39,16 +40,6 @@ class Recorded:
     summary: str | None
     session_started_ms: int
     analyzer_state: str = "{}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoredMessage:
-    id: int
-    role: str
-    kind: str
-    text: str
-    tokens: int
-    at_ms: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +124,7 @@ class Conversations:
         self.vault = vault
         # Chats are never deleted, so their ids can be remembered: one statement less a turn.
         self._chat_pks: dict[tuple[str, str, str], int] = {}
+        self._recent = RecentHistory()
 
     async def record_inbound(
         self,
@@ -207,14 +199,26 @@ class Conversations:
     async def history(
         self, session: int, *, limit: int, before_id: int | None = None
     ) -> list[StoredMessage]:
-        """The last `limit` chat messages of a session, oldest first."""
+        """The last `limit` chat messages of a session before `before_id`, oldest first.
+
+        Reads only what is new since the last call for the session (see `RecentHistory`).
+        """
+        upto = before_id if before_id is not None else NO_LIMIT
+        known = self._recent.get(session, limit, upto)
+        since = known.upto if known is not None else 0
         rows = await self.vault.fetchall(
             f"""SELECT id, role, kind, text, tokens, at_ms FROM messages
-                WHERE session = ? AND id < ? AND kind IN {HISTORY_KINDS!r}
+                WHERE session = ? AND id >= ? AND id < ? AND kind IN {HISTORY_KINDS!r}
                 ORDER BY id DESC LIMIT ?""",
-            (session, before_id if before_id is not None else 2**62, limit),
+            (session, since, upto, limit),
         )
-        return [StoredMessage(**dict(row)) for row in reversed(rows)]
+        fresh = tuple(
+            StoredMessage(id=r[0], role=r[1], kind=r[2], text=r[3], tokens=r[4], at_ms=r[5])
+            for r in reversed(rows)
+        )
+        messages = (known.messages + fresh)[-limit:] if known is not None else fresh
+        self._recent.put(session, limit, Window(upto=upto, messages=messages))
+        return list(messages)
 
     async def session_stats(self, session: int) -> tuple[int, int]:
         """(messages, tokens) of the session's chat history."""

@@ -1,16 +1,24 @@
-"""The vault connections: one writer, one reader, every write serialized through one lock.
+"""The vault connections: one writer, one reader, every write serialized.
 
-Why a lock around the single writer connection: aiosqlite runs statements on one worker
-thread, but two coroutines sharing the connection interleave their statements — one
-coroutine's ROLLBACK then discards another's INSERT. So every multi-statement write is
-`BEGIN IMMEDIATE … COMMIT/ROLLBACK` under an `asyncio.Lock`; a single statement that is atomic
-on its own (`write()`, `writer()`) skips BEGIN/COMMIT, which are two thread hops each, and
-`run()` executes a whole synchronous transaction body on the writer's thread in one hop (the
-hot paths use it). Nested write transactions from the same task would deadlock; they raise.
+Why serialize writes around the single writer connection: aiosqlite runs statements on one
+worker thread, but two coroutines sharing the connection interleave their statements — one
+coroutine's ROLLBACK then discards another's INSERT. So every write is a whole transaction
+that nothing else interleaves with:
+
+- `run(body)` (the hot paths): `body(connection)` is a synchronous transaction body. Bodies
+  submitted while the writer is busy are queued and then run together, on the writer's thread
+  in one hop, inside one `BEGIN IMMEDIATE … COMMIT` (group commit, see `Batcher`). Each body
+  runs in a SAVEPOINT of its own: a body that raises undoes only its own statements and its
+  exception goes to its own caller; every caller resumes after the shared COMMIT.
+- `transaction()` (cold paths: migrations, admin, commands): an async `BEGIN IMMEDIATE …
+  COMMIT/ROLLBACK` holding the writer lock, one thread hop per statement.
+
+Nested writes from the same task would deadlock; they raise.
 
 Reads go to a second, read-only connection (WAL lets it run beside the writer): they never
-wait for the write lock and only ever see committed rows; each statement is its own consistent
-snapshot. A third connection runs WAL checkpoints in the background, off the writer.
+wait for the writer and only ever see committed rows; each statement is its own consistent
+snapshot. Reads submitted at the same time share one thread hop too. A third connection runs
+WAL checkpoints in the background, off the writer.
 
 Timestamps in every table are integer epoch milliseconds, UTC.
 """
@@ -30,6 +38,7 @@ from typing import Any, Self, TypeVar
 import aiosqlite
 
 from gateway.errors import VaultError
+from vault.batch import Batcher, SyncBody, read_batch, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -41,21 +50,6 @@ _IN_TRANSACTION: ContextVar[bool] = ContextVar("iris_vault_in_tx", default=False
 T = TypeVar("T")
 AUTOCHECKPOINT_PAGES = 10_000  # ~40 MiB of WAL before a commit checkpoints by itself
 CHECKPOINT_INTERVAL_S = 1.0
-SyncBody = Callable[[sqlite3.Connection], T]
-
-
-def _as_transaction(body: SyncBody[T]) -> Callable[[sqlite3.Connection], T]:
-    def run(raw: sqlite3.Connection) -> T:
-        raw.execute("BEGIN IMMEDIATE")
-        try:
-            result = body(raw)
-        except BaseException:
-            raw.execute("ROLLBACK")
-            raise
-        raw.execute("COMMIT")
-        return result
-
-    return run
 
 
 async def _open(conn: aiosqlite.Connection, begin: str, undo: str) -> None:
@@ -73,18 +67,6 @@ async def _open(conn: aiosqlite.Connection, begin: str, undo: str) -> None:
         if not started.cancelled() and started.exception() is None:
             await asyncio.wait([asyncio.ensure_future(conn.execute_fetchall(undo))])
         raise
-
-
-async def _on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T:
-    """Run `fn(raw sqlite3 connection)` on the aiosqlite connection's own worker thread.
-
-    aiosqlite offers no public call for this; `_execute` and `_conn` are the library's own
-    queue-a-callable and the connection it wraps (stable for years; the dependency is pinned
-    below 0.23). This is the one place that touches them.
-    """
-    raw: sqlite3.Connection = conn._conn
-    result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
-    return result
 
 
 class Tx:
@@ -134,6 +116,8 @@ class Vault:
         self._reader: aiosqlite.Connection | None = None
         self._checkpointer: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._writes = Batcher(lambda: self.conn, write_batch, what="write", lock=self._lock)
+        self._reads = Batcher(lambda: self._read_conn, read_batch, what="read")
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -177,6 +161,8 @@ class Vault:
 
     async def close(self) -> None:
         self._closed = True
+        await self._writes.idle()
+        await self._reads.idle()
         writer, self._writer = self._writer, None
         reader, self._reader = self._reader, None
         checkpointer, self._checkpointer = self._checkpointer, None
@@ -230,31 +216,29 @@ class Vault:
             await conn.execute_fetchall("COMMIT")
 
     async def run(self, body: SyncBody[T]) -> T:
-        """Run `body(connection)` as one write transaction in a single thread hop.
+        """Run `body(connection)` as an atomic write, committed when this returns.
 
-        For the hot paths: every statement of an async `transaction()` is a round trip to the
-        worker thread and back through the event loop, while `body` runs them all on the
-        worker (BEGIN IMMEDIATE … COMMIT, ROLLBACK if it raises). `body` must be quick, pure
-        SQL work: it holds the writer.
+        For the hot paths: `body` runs on the writer's thread, with whatever other bodies were
+        submitted meanwhile, in one transaction (see `vault/batch.py`); only its own statements
+        are undone if it raises. `body` must be quick, pure SQL work: it holds the writer.
         """
-        async with self.writer():
-            return await _on_connection_thread(self.conn, _as_transaction(body))
+        if _IN_TRANSACTION.get():
+            raise VaultError("nested vault transaction in the same task")
+        return await self._writes.submit(body)
 
     async def write(self, sql: str, params: Params = ()) -> list[Row]:
-        """One statement, atomic on its own: a transaction in a single hop. Returns its rows
-        (use `RETURNING`)."""
-        async with self.writer() as tx:
-            return await tx.fetchall(sql, params)
+        """One statement as its own atomic write. Returns its rows (use `RETURNING`)."""
+        return await self.run(lambda raw: raw.execute(sql, params).fetchall())
 
     async def write_rowcount(self, sql: str, params: Params = ()) -> int:
-        async with self.writer() as tx:
-            return await tx.execute_rowcount(sql, params)
+        return await self.run(lambda raw: raw.execute(sql, params).rowcount)
+
+    async def read(self, body: SyncBody[T]) -> T:
+        """Run `body(connection)` on the read-only connection, beside other reads."""
+        return await self._reads.submit(body)
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        try:
-            return list(await self._read_conn.execute_fetchall(sql, params))
-        except sqlite3.Error as exc:
-            raise VaultError(f"vault read failed: {exc}") from exc
+        return await self._reads.submit(lambda raw: raw.execute(sql, params).fetchall())
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
         return next(iter(await self.fetchall(sql, params)), None)
@@ -262,6 +246,11 @@ class Vault:
     async def scalar(self, sql: str, params: Params = ()) -> Any:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]
+
+    async def idle(self) -> None:
+        """Wait until every write and read submitted so far has run."""
+        await self._writes.idle()
+        await self._reads.idle()
 
     async def checkpoint(self) -> None:
         """A PASSIVE WAL checkpoint on its own connection and thread: it copies what it can

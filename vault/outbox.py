@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
 from gateway.messages import ChatRef, Outbound, OutboundKind
-from vault.db import Row, SyncBody, Tx, Vault
+from vault.batch import SyncBody
+from vault.db import Row, Vault
 
 TERMINAL = ("sent", "failed", "uncertain")
-T = TypeVar("T")
-
-
-class Runner(Protocol):
-    """Runs a synchronous transaction body, like `Vault.run` (or a group commit over it)."""
-
-    def __call__(self, body: SyncBody[T]) -> Awaitable[T]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,10 +53,12 @@ def _row(row: Row, *, created: bool = True) -> OutboxRow:
     )
 
 
-async def enqueue_in(tx: Tx, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
+def enqueue_in(
+    raw: sqlite3.Connection, out: Outbound, now_ms: int, *, status: str = "pending"
+) -> OutboxRow:
     """Insert the row inside the caller's transaction, or return the existing one for its key."""
     attempts = 1 if status == "sending" else 0
-    row = await tx.fetchone(
+    row = raw.execute(
         f"""INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,
                                 status, attempts, next_attempt_ms, created_ms)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -82,11 +77,11 @@ async def enqueue_in(tx: Tx, out: Outbound, now_ms: int, *, status: str = "pendi
             now_ms,
             now_ms,
         ),
-    )
+    ).fetchone()
     if row is None:
-        row = await tx.fetchone(
+        row = raw.execute(
             f"SELECT {_COLUMNS} FROM outbox WHERE idempotency_key = ?", (out.idempotency_key,)
-        )
+        ).fetchone()
         assert row is not None
         return _row(row, created=False)
     return _row(row)
@@ -97,18 +92,15 @@ class Outbox:
         self.vault = vault
 
     async def enqueue(self, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
-        async with self.vault.writer() as tx:  # one INSERT, atomic on its own
-            return await enqueue_in(tx, out, now_ms, status=status)
+        return await self.vault.run(lambda raw: enqueue_in(raw, out, now_ms, status=status))
 
-    async def mark_sending(self, row_id: int, *, run: Runner | None = None) -> bool:
-        """Claim a pending row for one attempt; False if it is no longer pending.
-        `run`: commit through the caller's transaction runner (e.g. a group commit)."""
-        sql = """UPDATE outbox SET status = 'sending', attempts = attempts + 1
-                 WHERE id = ? AND status = 'pending'"""
-        if run is not None:
-            changed = await run(lambda raw: int(raw.execute(sql, (row_id,)).rowcount))
-        else:
-            changed = await self.vault.write_rowcount(sql, (row_id,))
+    async def mark_sending(self, row_id: int) -> bool:
+        """Claim a pending row for one attempt; False if it is no longer pending."""
+        changed = await self.vault.write_rowcount(
+            """UPDATE outbox SET status = 'sending', attempts = attempts + 1
+               WHERE id = ? AND status = 'pending'""",
+            (row_id,),
+        )
         return changed == 1
 
     async def mark_sent(
@@ -118,11 +110,10 @@ class Outbox:
         now_ms: int,
         *,
         also: SyncBody[None] | None = None,
-        run: Runner | None = None,
     ) -> None:
         """Mark delivered; `also` runs in the same transaction (e.g. recording the reply)."""
         ids = json.dumps(list(platform_ids))
-        if also is None and run is None:
+        if also is None:
             await self._set(row_id, "sent", None, sent_ms=now_ms, platform_ids=ids)
             return
 
@@ -134,7 +125,7 @@ class Outbox:
             if also is not None:
                 also(raw)
 
-        await (run or self.vault.run)(sent)
+        await self.vault.run(sent)
 
     async def mark_retry(self, row_id: int, error: str, next_attempt_ms: int) -> None:
         await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)

@@ -17,7 +17,6 @@ from typing import Any
 
 from gateway.messages import Outbound
 from vault.db import Vault
-from vault.proactive_batch import GroupCommit
 from vault.proactive_items import (
     ITEM_SELECT,
     TABLES,
@@ -59,8 +58,6 @@ class ProactiveStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self._gauge = GlobalGauge()  # used only inside write transactions (one at a time)
-        # Per-item state changes of concurrently running items share their COMMITs.
-        self.batch = GroupCommit(vault)
 
     # -- registration -------------------------------------------------------------------
     async def add_intent(
@@ -181,20 +178,20 @@ class ProactiveStore:
     async def finish(self, item: Item, status: str, reason: str, now_ms: int) -> bool:
         """A terminal state straight from the claim (expired, skipped, failed before a send)."""
         assert status in ("skipped", "expired", "cancelled", "failed")
-        return await self.batch.run(lambda raw: finish_in(raw, item, status, reason, now_ms))
+        return await self.vault.run(lambda raw: finish_in(raw, item, status, reason, now_ms))
 
     async def reschedule(
         self, item: Item, at_ms: int, reason: str, *, deferral: bool = True
     ) -> bool:
         """Back to `pending` at `at_ms`, lease released (quiet hours, quota, model defer)."""
-        return await self.batch.run(lambda raw: reschedule_in(raw, item, at_ms, reason, deferral))
+        return await self.vault.run(lambda raw: reschedule_in(raw, item, at_ms, reason, deferral))
 
     async def begin_delivery(
         self, item: Item, out: Outbound, now_ms: int, quota: QuotaCheck | None
     ) -> int | None:
         """Outbox row + log row + `delivering`, atomically. None: no quota left; raises
         `LostClaim` (everything rolled back) if the row changed hands."""
-        return await self.batch.run(
+        return await self.vault.run(
             lambda raw: begin_delivery_in(raw, item, out, now_ms, quota, self._gauge)
         )
 
@@ -203,7 +200,7 @@ class ProactiveStore:
     ) -> bool:
         """Terminal state of a `delivering` row; a (possibly) delivered text joins the chat."""
         assert status in ("sent", "failed", "uncertain")
-        return await self.batch.run(
+        return await self.vault.run(
             lambda raw: complete_in(raw, item, status, reason, text, now_ms)
         )
 

@@ -1,0 +1,184 @@
+"""Batched writes and reads (`vault/batch.py`): each body stays atomic on its own, its caller
+resumes only once it is committed, and a failure or a cancellation touches only its own body."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import VaultError
+from vault.db import Vault
+
+
+def insert(x: int, fail: bool = False) -> Callable[[sqlite3.Connection], int]:
+    def body(raw: sqlite3.Connection) -> int:
+        raw.execute("INSERT INTO t VALUES (?)", (x,))
+        if fail:
+            raise ValueError("body failed")
+        return x
+
+    return body
+
+
+async def values(vault: Vault) -> list[int]:
+    return [r[0] for r in await vault.fetchall("SELECT x FROM t ORDER BY x")]
+
+
+async def table(tmp_path: Path) -> Vault:
+    vault = Vault(tmp_path / "b.db")
+    await vault.open()
+    await vault.run(lambda raw: raw.execute("CREATE TABLE t (x INTEGER UNIQUE)"))
+    return vault
+
+
+async def test_a_failing_body_loses_only_its_own_statements(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+        results = await asyncio.gather(
+            vault.run(insert(1)), vault.run(insert(2, fail=True)), vault.run(insert(3)),
+            return_exceptions=True,
+        )  # fmt: skip
+        assert results[0] == 1 and results[2] == 3
+        assert isinstance(results[1], ValueError)
+        assert await values(vault) == [1, 3]
+    finally:
+        await vault.close()
+
+
+async def test_a_sqlite_error_in_a_body_is_a_vault_error_for_that_caller_only(
+    tmp_path: Path,
+) -> None:
+    vault = await table(tmp_path)
+    try:
+        await vault.run(insert(1))
+        results = await asyncio.gather(
+            vault.run(insert(2)), vault.run(insert(1)), vault.run(insert(3)),  # 1: UNIQUE
+            return_exceptions=True,
+        )  # fmt: skip
+        assert results[0] == 2 and results[2] == 3
+        assert isinstance(results[1], VaultError)
+        assert await values(vault) == [1, 2, 3]
+    finally:
+        await vault.close()
+
+
+async def test_every_caller_resumes_only_after_its_write_is_committed(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+
+        async def write_then_look(x: int) -> bool:
+            await vault.run(insert(x))
+            # Another connection, as another process would see it: only committed rows.
+            with sqlite3.connect(tmp_path / "b.db") as other:
+                return other.execute("SELECT 1 FROM t WHERE x = ?", (x,)).fetchone() is not None
+
+        assert all(await asyncio.gather(*(write_then_look(x) for x in range(50))))
+    finally:
+        await vault.close()
+
+
+async def test_bodies_run_in_submission_order(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+        seen: list[int] = []
+
+        def body(x: int) -> Callable[[sqlite3.Connection], None]:
+            def run(raw: sqlite3.Connection) -> None:
+                seen.append(x)
+                raw.execute("INSERT INTO t VALUES (?)", (x,))
+
+            return run
+
+        await asyncio.gather(*(vault.run(body(x)) for x in range(20)))
+        assert seen == list(range(20))
+    finally:
+        await vault.close()
+
+
+async def test_a_failed_commit_fails_its_batch_and_the_writer_stays_usable(
+    tmp_path: Path,
+) -> None:
+    vault = await table(tmp_path)
+    try:
+        await vault.run(lambda raw: raw.execute("CREATE TABLE child (p INTEGER REFERENCES t(x))"))
+
+        def dangling(raw: sqlite3.Connection) -> None:  # only checked at COMMIT
+            raw.execute("PRAGMA defer_foreign_keys = ON")
+            raw.execute("INSERT INTO child VALUES (99)")
+
+        results = await asyncio.gather(
+            vault.run(insert(1)), vault.run(dangling), return_exceptions=True
+        )
+        assert all(isinstance(r, VaultError) for r in results)
+        assert await values(vault) == []
+        assert await vault.run(insert(2)) == 2
+        assert await values(vault) == [2]
+    finally:
+        await vault.close()
+
+
+async def test_a_cancelled_caller_not_yet_in_a_batch_writes_nothing(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+        holding, release = asyncio.Event(), asyncio.Event()
+
+        async def hold_writer() -> None:  # the first batch can't start until released
+            async with vault.writer():
+                holding.set()
+                await release.wait()
+
+        holder = asyncio.create_task(hold_writer())
+        await holding.wait()
+        first = asyncio.create_task(vault.run(insert(1)))
+        await asyncio.sleep(0)
+        queued = asyncio.create_task(vault.run(insert(2)))
+        await asyncio.sleep(0)
+        queued.cancel()
+        await asyncio.wait([queued])
+        release.set()
+        await holder
+        await first
+        assert await values(vault) == [1]
+    finally:
+        await vault.close()
+
+
+async def test_close_waits_for_queued_writes(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    writes = [asyncio.create_task(vault.run(insert(x))) for x in range(10)]
+    await asyncio.sleep(0)
+    await vault.close()
+    assert [w.result() for w in writes] == list(range(10))
+    with sqlite3.connect(tmp_path / "b.db") as other:
+        assert other.execute("SELECT count(*) FROM t").fetchone()[0] == 10
+
+
+async def test_a_write_inside_a_transaction_of_the_same_task_raises(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+        async with vault.transaction():
+            with pytest.raises(VaultError, match="nested"):
+                await vault.run(insert(1))
+    finally:
+        await vault.close()
+
+
+async def test_reads_of_one_batch_fail_alone(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+        await vault.run(insert(7))
+        results = await asyncio.gather(
+            vault.fetchall("SELECT x FROM t"),
+            vault.fetchall("SELECT nope FROM t"),
+            vault.read(lambda raw: raw.execute("SELECT count(*) FROM t").fetchone()[0]),
+            return_exceptions=True,
+        )
+        assert [r[0] for r in results[0]] == [7]  # type: ignore[union-attr]
+        assert isinstance(results[1], VaultError)
+        assert results[2] == 1
+    finally:
+        await vault.close()

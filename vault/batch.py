@@ -1,0 +1,183 @@
+"""Batched thread hops: bodies submitted at the same time run together on one connection.
+
+Each `await` of an aiosqlite call is a round trip: queue the call, wake the connection's
+thread, then wake the event loop again (a write to its self-pipe) and resume the task. Under
+load that round trip, not SQLite, is most of the CPU a statement costs, and a writer lock held
+across it makes every other chat wait a whole event-loop cycle per transaction. A `Batcher`
+keeps one hop in flight per connection; whatever is submitted meanwhile waits and then runs
+in the next hop, all of it at once. An idle vault pays nothing extra: a lone body is a batch of
+one, and the hop starts at once.
+
+What a batch does around its bodies is the `Runner`'s job: `write_batch` wraps them in one
+`BEGIN IMMEDIATE … COMMIT` (group commit), each body in a SAVEPOINT of its own, so a failing
+body loses only its own statements; `read_batch` just runs them. Every caller gets its own
+outcome, value or exception, once the batch is done (for writes: committed).
+
+A caller cancelled while its body still waits withdraws it: nothing runs for it. Once its
+batch has started the body runs (and commits) like any write already sent on its way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from gateway.errors import VaultError
+
+T = TypeVar("T")
+SyncBody = Callable[[sqlite3.Connection], T]
+Outcome = tuple[bool, Any]  # (True, value) or (False, exception)
+Runner = Callable[[sqlite3.Connection, list[SyncBody[Any]]], list[Outcome]]
+Entry = tuple[SyncBody[Any], "asyncio.Future[Any]"]
+
+MAX_BATCH = 128
+
+
+async def on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T:
+    """Run `fn(raw sqlite3 connection)` on the aiosqlite connection's own worker thread.
+
+    aiosqlite offers no public call for this; `_execute` and `_conn` are the library's own
+    queue-a-callable and the connection it wraps (stable for years; the dependency is pinned
+    below 0.23). This is the one place that touches them.
+    """
+    raw: sqlite3.Connection = conn._conn
+    result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
+    return result
+
+
+def _failure(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, sqlite3.Error):
+        error = VaultError(f"vault {what} failed: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+def _one(raw: sqlite3.Connection, body: SyncBody[Any], savepoint: bool) -> Outcome:
+    if savepoint:
+        raw.execute("SAVEPOINT body")
+    try:
+        value = body(raw)
+    except Exception as exc:  # only this body's statements are undone
+        if savepoint:
+            raw.execute("ROLLBACK TO body")
+            raw.execute("RELEASE body")
+        return False, _failure(exc, "write")
+    if savepoint:
+        raw.execute("RELEASE body")
+    return True, value
+
+
+def write_batch(raw: sqlite3.Connection, bodies: list[SyncBody[Any]]) -> list[Outcome]:
+    """One write transaction for all `bodies`, in order; a lone body needs no savepoint."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        alone = len(bodies) == 1
+        outcomes = [_one(raw, body, savepoint=not alone) for body in bodies]
+        if alone and not outcomes[0][0]:
+            raw.execute("ROLLBACK")
+        else:
+            raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+def read_batch(raw: sqlite3.Connection, bodies: list[SyncBody[Any]]) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for body in bodies:
+        try:
+            outcomes.append((True, body(raw)))
+        except Exception as exc:
+            outcomes.append((False, _failure(exc, "read")))
+    return outcomes
+
+
+class Batcher:
+    """Runs submitted bodies on `conn()`'s thread, as many per hop as are waiting.
+
+    `lock`, when given, is held for each hop (the writer lock, which `Vault.transaction()`
+    holds too). `what` names the side in errors ("write" or "read").
+    """
+
+    def __init__(
+        self,
+        conn: Callable[[], aiosqlite.Connection],
+        runner: Runner,
+        *,
+        what: str,
+        lock: asyncio.Lock | None = None,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        self._conn = conn
+        self._runner = runner
+        self._what = what
+        self._lock = lock
+        self._max_batch = max_batch
+        self._waiting: list[Entry] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def submit(self, body: SyncBody[T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append((body, future))
+        if self._flusher is None:
+            self._flusher = loop.create_task(self._flush(), name=f"vault-{self._what}s")
+        # Cancelling the caller cancels `future`: a body still waiting is then skipped.
+        return cast(T, await future)
+
+    async def idle(self) -> None:
+        """Wait until everything submitted so far has run."""
+        while (flusher := self._flusher) is not None:
+            await asyncio.wait([flusher])
+
+    async def _flush(self) -> None:
+        try:
+            while self._waiting:
+                batch = [e for e in self._waiting[: self._max_batch] if not e[1].done()]
+                del self._waiting[: self._max_batch]
+                if batch:
+                    await self._hop(batch)
+        finally:
+            self._flusher = None
+
+    async def _hop(self, batch: list[Entry]) -> None:
+        bodies = [body for body, _ in batch]
+        try:
+            if self._lock is None:
+                outcomes = await self._on_thread(bodies)
+            else:
+                async with self._lock:
+                    outcomes = await self._on_thread(bodies)
+        except asyncio.CancelledError:  # the loop is shutting down: nobody gets an answer
+            waiting, self._waiting = self._waiting, []
+            _fail(batch + waiting, f"vault {self._what} interrupted")
+            raise
+        except Exception as exc:  # the batch as a whole: a closed vault, a failed COMMIT
+            _fail(batch, f"vault {self._what} failed: {exc}", exc)
+            return
+        for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    async def _on_thread(self, bodies: list[SyncBody[Any]]) -> list[Outcome]:
+        runner = self._runner
+        return await on_connection_thread(self._conn(), lambda raw: runner(raw, bodies))
+
+
+def _fail(entries: list[Entry], message: str, cause: Exception | None = None) -> None:
+    for _, future in entries:
+        if not future.done():
+            error = VaultError(message)
+            error.__cause__ = cause
+            future.set_exception(error)
