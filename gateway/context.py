@@ -24,6 +24,10 @@ from gateway.scope import Scope
 log = logging.getLogger(__name__)
 
 
+# Request messages remembered for reuse, up to this much text (then forgotten all at once).
+MESSAGE_MEMO_CHARS = 4_000_000
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap, deterministic estimate (about four characters per token)."""
     return len(text) // 4 + 1
@@ -131,6 +135,8 @@ class ContextPipeline:
     def __init__(self, *, budget_tokens: int, providers: list[Provider] | None = None) -> None:
         self.budget_tokens = budget_tokens
         self._providers: list[Provider] = []
+        self._messages: dict[tuple[str, str], LLMMessage] = {}
+        self._memo_chars = 0
         for provider in providers or []:
             self.register(provider)
 
@@ -168,11 +174,13 @@ class ContextPipeline:
     def _filter(self, items: list[ContextItem], trace: ContextTrace) -> list[ContextItem]:
         seen: set[tuple[Position, str]] = set()
         kept = []
+        history = Position.HISTORY  # a history message may repeat: it is not deduplicated
         for item in items:
-            key = (item.position, item.content)
-            if item.position is not Position.HISTORY and key in seen:
-                continue
-            seen.add(key)
+            if item.position is not history:
+                key = (item.position, item.content)
+                if key in seen:
+                    continue
+                seen.add(key)
             kept.append(item)
         removed = len(items) - len(kept)
         trace.entries.append(TraceEntry("filter", "dedupe", 0, removed, 0, 0.0))
@@ -210,30 +218,44 @@ class ContextPipeline:
         trace.total_tokens = total
         return items
 
+    def _message(self, role: Literal["user", "assistant"], texts: list[str]) -> LLMMessage:
+        """The request message for a run of texts. A history message is in the next requests
+        too, so the (immutable) messages are remembered instead of rebuilt every turn."""
+        key = (role, texts[0] if len(texts) == 1 else "\n\n".join(texts))
+        message = self._messages.get(key)
+        if message is None:
+            if self._memo_chars > MESSAGE_MEMO_CHARS:
+                self._messages.clear()
+                self._memo_chars = 0
+            message = self._messages[key] = LLMMessage(role, (TextPart(key[1]),))
+            self._memo_chars += len(key[1])
+        return message
+
     def _finalize(self, items: list[ContextItem], trace: ContextTrace) -> Assembled:
-        stable = [i.content for i in items if i.position is Position.SYSTEM_STABLE]
-        dynamic = [i.content for i in items if i.position is Position.SYSTEM]
-        convo = [i for i in items if i.position in (Position.HISTORY, Position.CURRENT)]
-        messages: list[LLMMessage] = []
-        for item in convo:
+        stable: list[str] = []
+        dynamic: list[str] = []
+        # Runs of one role become one message (the API wants the roles to alternate).
+        runs: list[tuple[Literal["user", "assistant"], list[str]]] = []
+        for item in items:
+            position = item.position
+            if position is Position.SYSTEM_STABLE:
+                stable.append(item.content)
+                continue
+            if position is Position.SYSTEM:
+                dynamic.append(item.content)
+                continue
             role: Literal["user", "assistant"] = (
-                "assistant"
-                if item.position is Position.HISTORY and item.role == "assistant"
-                else "user"
+                "assistant" if position is Position.HISTORY and item.role == "assistant" else "user"
             )
-            if messages and messages[-1].role == role:
-                previous = messages[-1].parts[0]
-                assert isinstance(previous, TextPart)
-                joined = TextPart(previous.text + "\n\n" + item.content)
-                messages[-1] = LLMMessage(role, (joined,))
-            else:
-                messages.append(LLMMessage(role, (TextPart(item.content),)))
-        while messages and messages[0].role != "user":
-            messages.pop(0)
+            if runs and runs[-1][0] == role:
+                runs[-1][1].append(item.content)
+            elif runs or role == "user":  # never start with the assistant
+                runs.append((role, [item.content]))
+        messages = tuple(self._message(role, texts) for role, texts in runs)
         trace.kept = [f"{i.source}: {i.reason}" if i.reason else i.source for i in items]
         trace.entries.append(
             TraceEntry(
                 "finalize", "request", 0, 0, trace.total_tokens, 0.0, f"{len(messages)} messages"
             )
         )
-        return Assembled("\n\n".join(stable), "\n\n".join(dynamic), tuple(messages), trace)
+        return Assembled("\n\n".join(stable), "\n\n".join(dynamic), messages, trace)

@@ -131,7 +131,7 @@ class ContextWatch:
         ):
             state.followed = True
             event = Event(kind="followed", command=name, chat=turn.recorded.chat_pk)
-        await self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
+        self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
 
     async def suggest(self, turn: Turn) -> Suggestion | None:
         """The tip for this message, if any. A failure here never costs the user the reply."""
@@ -164,7 +164,7 @@ class ContextWatch:
             state.last_command = suggestion
             state.followed = False
             event = Event(kind="shown", command=suggestion, chat=recorded.chat_pk)
-        await self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
+        self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
         return suggestion
 
     async def _confirmed(

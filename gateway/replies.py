@@ -111,8 +111,9 @@ class Replier:
         try:
             yield
         finally:
-            task.cancel()
-            await asyncio.wait([task])  # waits without re-raising the task's cancellation
+            if not task.done():
+                task.cancel()
+                await asyncio.wait([task])  # waits without re-raising the task's cancellation
 
     async def _keep_typing(self, channel: Channel, chat: ChatRef) -> None:
         while True:

@@ -116,12 +116,27 @@ def _wall_to_ms(day: datetime, hour: int, zone: ZoneInfo) -> int:
     return int(wall.astimezone(UTC).timestamp() * 1000)
 
 
+# The local day last asked for, per zone: [start, next start) in UTC ms. Every message and
+# every proactive item asks for its user's day; a day's bounds, once known, hold for all of it.
+_DAYS: dict[ZoneInfo, tuple[int, int]] = {}
+
+
+def _local_day(now_ms: int, zone: ZoneInfo) -> tuple[int, int]:
+    known = _DAYS.get(zone)
+    if known is not None and known[0] <= now_ms < known[1]:
+        return known
+    today = local(now_ms, zone)
+    day = _wall_to_ms(today, 0, zone), _wall_to_ms(today + timedelta(days=1), 0, zone)
+    _DAYS[zone] = day
+    return day
+
+
 def local_day_start_ms(now_ms: int, zone: ZoneInfo) -> int:
-    return _wall_to_ms(local(now_ms, zone), 0, zone)
+    return _local_day(now_ms, zone)[0]
 
 
 def next_local_day_start_ms(now_ms: int, zone: ZoneInfo) -> int:
-    return _wall_to_ms(local(now_ms, zone) + timedelta(days=1), 0, zone)
+    return _local_day(now_ms, zone)[1]
 
 
 def utc_day_start_ms(now_ms: int) -> int:

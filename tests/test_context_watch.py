@@ -189,7 +189,7 @@ async def test_analyzer_failure_never_costs_the_reply(
 ) -> None:
     await harness.say_all(ON_TOPIC)
 
-    async def broken(*args: object, **kwargs: object) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
         raise VaultError("disk on fire")
 
     monkeypatch.setattr(harness.app.analyzer_store, "save", broken)

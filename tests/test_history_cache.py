@@ -58,8 +58,8 @@ async def test_incremental_reads_match_a_full_read_through_a_mixed_session(
 
 def test_a_slower_concurrent_read_does_not_move_the_window_back() -> None:
     recent = RecentHistory()
-    recent.put(1, 5, Window(upto=20, messages=(message(19),)))
-    recent.put(1, 5, Window(upto=10, messages=(message(9),)))
+    recent.put(1, 5, Window(upto=20, messages=(message(19),), chars=1))
+    recent.put(1, 5, Window(upto=10, messages=(message(9),), chars=1))
     window = recent.get(1, 5, 30)
     assert window is not None and window.upto == 20
     assert recent.get(1, 5, 15) is None  # a read below the window can't extend it
@@ -68,9 +68,9 @@ def test_a_slower_concurrent_read_does_not_move_the_window_back() -> None:
 def test_windows_are_bounded_by_count_and_by_text_size() -> None:
     recent = RecentHistory(capacity=2, max_chars=100)
     for session in range(3):
-        recent.put(session, 5, Window(upto=10, messages=(message(1),)))
+        recent.put(session, 5, Window(upto=10, messages=(message(1),), chars=1))
     assert recent.get(0, 5, 10) is None and recent.get(2, 5, 10) is not None
-    recent.put(3, 5, Window(upto=10, messages=(message(1, "y" * 60),)))
-    recent.put(4, 5, Window(upto=10, messages=(message(1, "z" * 60),)))
+    recent.put(3, 5, Window(upto=10, messages=(message(1, "y" * 60),), chars=60))
+    recent.put(4, 5, Window(upto=10, messages=(message(1, "z" * 60),), chars=60))
     assert recent.get(3, 5, 10) is None  # over 100 characters: the oldest went
     assert recent.get(4, 5, 10) is not None

@@ -182,3 +182,39 @@ async def test_reads_of_one_batch_fail_alone(tmp_path: Path) -> None:
         assert results[2] == 1
     finally:
         await vault.close()
+
+
+async def test_a_write_behind_commits_before_later_writes_and_its_failure_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    vault = await table(tmp_path)
+    try:
+        vault.run_soon(insert(1), "first")
+        vault.run_soon(insert(1), "the duplicate")  # UNIQUE: fails, nobody waits for it
+        order = await vault.run(lambda raw: [r[0] for r in raw.execute("SELECT x FROM t")])
+        assert order == [1]
+        vault.run_soon(insert(2), "at close")
+    finally:
+        await vault.close()
+    assert "could not save the duplicate" in caplog.text
+    with sqlite3.connect(tmp_path / "b.db") as other:
+        assert other.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+
+
+async def test_a_batch_interrupted_by_shutdown_still_reports_what_happened(
+    tmp_path: Path,
+) -> None:
+    vault = await table(tmp_path)
+    try:
+        write = asyncio.create_task(vault.run(insert(1)))
+        await asyncio.sleep(0)  # the write's batch is on its way
+        flusher = next(t for t in asyncio.all_tasks() if t.get_name() == "vault-writes")
+        later = asyncio.create_task(vault.run(insert(2)))
+        await asyncio.sleep(0)
+        flusher.cancel()  # what the loop's shutdown does to leftover tasks
+        assert await write == 1  # committed, and its caller is told so
+        with pytest.raises(VaultError, match="interrupted"):
+            await later  # never ran
+        assert await values(vault) == [1]
+    finally:
+        await vault.close()

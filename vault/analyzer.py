@@ -62,9 +62,11 @@ class AnalyzerStore:
             return {}
         return data if isinstance(data, dict) else {}
 
-    async def save(
+    def save(
         self, session: int, state: dict[str, Any], *, now_ms: int, event: Event | None = None
     ) -> None:
+        """Write-behind (`Vault.run_soon`): the turn goes on at once; the state commits before
+        any later write, so the session's next message reads it."""
         text = json.dumps(state, ensure_ascii=False, separators=(",", ":"))
 
         def save(raw: sqlite3.Connection) -> None:
@@ -76,7 +78,7 @@ class AnalyzerStore:
                     (now_ms, event.chat, session, event.kind, event.command),
                 )
 
-        await self.vault.run(save)
+        self.vault.run_soon(save, f"analyzer state of session {session}")
 
     async def counts(self, since_ms: int) -> SuggestionCounts:
         rows = await self.vault.fetchall(

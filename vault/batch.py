@@ -124,13 +124,17 @@ class Batcher:
         self._flusher: asyncio.Task[None] | None = None
 
     async def submit(self, body: SyncBody[T]) -> T:
+        # Cancelling the caller cancels the future: a body still waiting is then skipped.
+        return cast(T, await self.queue(body))
+
+    def queue(self, body: SyncBody[T]) -> asyncio.Future[T]:
+        """Queue `body`; the future settles when its batch is done."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting.append((body, future))
         if self._flusher is None:
             self._flusher = loop.create_task(self._flush(), name=f"vault-{self._what}s")
-        # Cancelling the caller cancels `future`: a body still waiting is then skipped.
-        return cast(T, await future)
+        return future
 
     async def idle(self) -> None:
         """Wait until everything submitted so far has run."""
@@ -148,21 +152,34 @@ class Batcher:
             self._flusher = None
 
     async def _hop(self, batch: list[Entry]) -> None:
-        bodies = [body for body, _ in batch]
+        hop = asyncio.get_running_loop().create_task(self._run([body for body, _ in batch]))
         try:
-            if self._lock is None:
-                outcomes = await self._on_thread(bodies)
-            else:
-                async with self._lock:
-                    outcomes = await self._on_thread(bodies)
-        except asyncio.CancelledError:  # the loop is shutting down: nobody gets an answer
+            await asyncio.wait([hop])  # unlike awaiting `hop`, a cancellation here leaves it be
+        except asyncio.CancelledError:
+            # The loop is shutting down. The batch is already on its way: let it end, so its
+            # callers learn what really happened; nothing else waiting will run.
+            await asyncio.wait([hop])
+            self._settle(batch, hop)
             waiting, self._waiting = self._waiting, []
-            _fail(batch + waiting, f"vault {self._what} interrupted")
+            _fail(waiting, f"vault {self._what} interrupted")
             raise
-        except Exception as exc:  # the batch as a whole: a closed vault, a failed COMMIT
+        self._settle(batch, hop)
+
+    async def _run(self, bodies: list[SyncBody[Any]]) -> list[Outcome]:
+        runner, conn = self._runner, self._conn()
+        if self._lock is None:
+            return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
+        async with self._lock:
+            return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
+
+    def _settle(self, batch: list[Entry], hop: asyncio.Future[list[Outcome]]) -> None:
+        if hop.cancelled():
+            _fail(batch, f"vault {self._what} interrupted")
+            return
+        if (exc := hop.exception()) is not None:  # the batch as a whole: closed, failed COMMIT
             _fail(batch, f"vault {self._what} failed: {exc}", exc)
             return
-        for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+        for (_, future), (ok, value) in zip(batch, hop.result(), strict=True):
             if future.done():
                 continue
             if ok:
@@ -170,12 +187,8 @@ class Batcher:
             else:
                 future.set_exception(value)
 
-    async def _on_thread(self, bodies: list[SyncBody[Any]]) -> list[Outcome]:
-        runner = self._runner
-        return await on_connection_thread(self._conn(), lambda raw: runner(raw, bodies))
 
-
-def _fail(entries: list[Entry], message: str, cause: Exception | None = None) -> None:
+def _fail(entries: list[Entry], message: str, cause: BaseException | None = None) -> None:
     for _, future in entries:
         if not future.done():
             error = VaultError(message)

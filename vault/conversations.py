@@ -216,8 +216,15 @@ class Conversations:
             StoredMessage(id=r[0], role=r[1], kind=r[2], text=r[3], tokens=r[4], at_ms=r[5])
             for r in reversed(rows)
         )
-        messages = (known.messages + fresh)[-limit:] if known is not None else fresh
-        self._recent.put(session, limit, Window(upto=upto, messages=messages))
+        if known is None:
+            messages, chars = fresh, sum(len(m.text) for m in fresh)
+        else:
+            messages = known.messages + fresh
+            chars = known.chars + sum(len(m.text) for m in fresh)
+            if len(messages) > limit:
+                chars -= sum(len(m.text) for m in messages[:-limit])
+                messages = messages[-limit:]
+        self._recent.put(session, limit, Window(upto=upto, messages=messages, chars=chars))
         return list(messages)
 
     async def session_stats(self, session: int) -> tuple[int, int]:

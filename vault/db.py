@@ -69,6 +69,11 @@ async def _open(conn: aiosqlite.Connection, begin: str, undo: str) -> None:
         raise
 
 
+def _log_failure(done: asyncio.Future[Any], what: str) -> None:
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        log.error("could not save %s: %s", what, exc)
+
+
 class Tx:
     """The handle a transaction body uses; valid only inside `Vault.transaction()`.
 
@@ -225,6 +230,17 @@ class Vault:
         if _IN_TRANSACTION.get():
             raise VaultError("nested vault transaction in the same task")
         return await self._writes.submit(body)
+
+    def run_soon(self, body: SyncBody[Any], what: str) -> None:
+        """Queue `body` like `run`, without waiting for it (write-behind).
+
+        For bookkeeping a turn need not wait for: it commits with the next batch, before any
+        write submitted after it (batches run in submission order), and before `close()`
+        returns. A failure is logged with `what`; nobody else learns of it.
+        """
+        if _IN_TRANSACTION.get():
+            raise VaultError("nested vault transaction in the same task")
+        self._writes.queue(body).add_done_callback(lambda done: _log_failure(done, what))
 
     async def write(self, sql: str, params: Params = ()) -> list[Row]:
         """One statement as its own atomic write. Returns its rows (use `RETURNING`)."""

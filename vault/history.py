@@ -39,10 +39,7 @@ class Window:
 
     upto: int
     messages: tuple[StoredMessage, ...]
-
-    @property
-    def chars(self) -> int:
-        return sum(len(m.text) for m in self.messages)
+    chars: int  # of the messages' text
 
 
 class RecentHistory:
@@ -51,24 +48,23 @@ class RecentHistory:
     def __init__(self, capacity: int = CAPACITY, max_chars: int = MAX_CHARS) -> None:
         self._capacity = capacity
         self._max_chars = max_chars
-        self._windows: OrderedDict[tuple[int, int], tuple[Window, int]] = OrderedDict()
+        self._windows: OrderedDict[tuple[int, int], Window] = OrderedDict()
         self._chars = 0
 
     def get(self, session: int, limit: int, upto: int) -> Window | None:
         """A window that a read up to `upto` can extend, if any."""
-        entry = self._windows.get((session, limit))
-        return entry[0] if entry is not None and entry[0].upto <= upto else None
+        window = self._windows.get((session, limit))
+        return window if window is not None and window.upto <= upto else None
 
     def put(self, session: int, limit: int, window: Window) -> None:
         key = (session, limit)
         known = self._windows.pop(key, None)
         if known is not None:
-            self._chars -= known[1]
-            if known[0].upto > window.upto:  # a concurrent read already got further
-                window = known[0]
-        chars = window.chars
-        self._windows[key] = (window, chars)
-        self._chars += chars
+            self._chars -= known.chars
+            if known.upto > window.upto:  # a concurrent read already got further
+                window = known
+        self._windows[key] = window
+        self._chars += window.chars
         while len(self._windows) > self._capacity or self._chars > self._max_chars:
-            _, (_, dropped) = self._windows.popitem(last=False)
-            self._chars -= dropped
+            _, dropped = self._windows.popitem(last=False)
+            self._chars -= dropped.chars
