@@ -59,11 +59,11 @@ def enqueue_in(
     """Insert the row inside the caller's transaction, or return the existing one for its key."""
     attempts = 1 if status == "sending" else 0
     row = raw.execute(
-        f"""INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,
+        """INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,
                                 status, attempts, next_attempt_ms, created_ms)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (idempotency_key) DO NOTHING
-            RETURNING {_COLUMNS}""",
+            RETURNING id""",
         (
             out.idempotency_key,
             out.chat.channel,
@@ -84,7 +84,7 @@ def enqueue_in(
         ).fetchone()
         assert row is not None
         return _row(row, created=False)
-    return _row(row)
+    return OutboxRow(id=row[0], outbound=out, status=status, attempts=attempts)
 
 
 class Outbox:
