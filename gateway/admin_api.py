@@ -21,7 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from gateway.admin_ops import JSON, ProactiveOps
-from gateway.api_schema import EmptyRequest, IdRequest, IntentRequest, openapi
+from gateway.api_schema import EmptyRequest, IdRequest, IntentRequest, TriggerRequest, openapi
 from gateway.errors import NotFound, UserInputError, WrongState
 from gateway.metrics import Metrics
 from gateway.ports import Clock
@@ -126,6 +126,11 @@ class AdminApi:
                     "/proactive/intent",
                     self._endpoint("intent", IntentRequest, self._intent),
                 ),
+                (
+                    "POST",
+                    "/proactive/trigger",
+                    self._endpoint("trigger", TriggerRequest, self._trigger),
+                ),
                 ("POST", "/proactive/cancel", self._endpoint("cancel", IdRequest, self._cancel)),
                 (
                     "GET",
@@ -219,6 +224,9 @@ class AdminApi:
 
     async def _intent(self, request: web.Request, args: IntentRequest) -> JSON:
         return await self.ops.register(args, now_ms=self._clock.now_ms())
+
+    async def _trigger(self, request: web.Request, args: TriggerRequest) -> JSON:
+        return await self.ops.trigger(args, now_ms=self._clock.now_ms())
 
     async def _cancel(self, request: web.Request, args: IdRequest) -> JSON:
         return await self.ops.cancel(args.id, now_ms=self._clock.now_ms())

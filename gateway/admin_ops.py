@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gateway.api_schema import IntentRequest
+from gateway.api_schema import IntentRequest, TriggerRequest
 
 JSON = dict[str, Any]
 
@@ -17,6 +17,10 @@ JSON = dict[str, Any]
 class ProactiveOps(Protocol):
     async def register(self, request: IntentRequest, *, now_ms: int) -> JSON:
         """Register a follow-up; NotFound if the user or chat is unknown."""
+
+    async def trigger(self, request: TriggerRequest, *, now_ms: int) -> JSON:
+        """Raise an external trigger; NotFound if the user or chat is unknown, WrongState if
+        its key was seen before or the user has an external trigger pending."""
 
     async def cancel(self, item_id: int, *, now_ms: int) -> JSON: ...
 

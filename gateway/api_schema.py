@@ -48,6 +48,22 @@ class IntentRequest(_Body):
         return self
 
 
+class TriggerRequest(_Body):
+    """An outside event worth a check-in (a deploy finished, a ticket was answered): an
+    `external` trigger, run through the same policy and gate as the detectors' triggers."""
+
+    user: str = Field(pattern=KEY_PATTERN, description="User key, e.g. telegram:12345")
+    chat: str = Field(pattern=KEY_PATTERN, description="Chat key, e.g. telegram:12345")
+    context: str = Field(min_length=1, max_length=1000, description="What happened")
+    key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Your id for the event: a second trigger with the same key is ignored",
+    )
+    delay_minutes: float = Field(0, ge=0, le=525_600, description="When to consider it")
+
+
 class IdRequest(_Body):
     id: int = Field(ge=1)
 
@@ -58,6 +74,7 @@ class EmptyRequest(_Body):
 
 ENDPOINTS: list[tuple[str, str, str, type[BaseModel] | None]] = [
     ("post", "/proactive/intent", "Register a follow-up for a user and chat", IntentRequest),
+    ("post", "/proactive/trigger", "Raise an external trigger for a user and chat", TriggerRequest),
     ("post", "/proactive/cancel", "Cancel a pending follow-up", IdRequest),
     ("get", "/proactive/pending", "Pending follow-ups and triggers (query: user)", None),
     ("get", "/proactive/quota", "A user's proactive quota (query: user)", None),

@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.admin_commands import Sub
 from gateway.admin_ops import JSON
-from gateway.api_schema import IntentRequest
+from gateway.api_schema import IntentRequest, TriggerRequest
 from gateway.commands import CommandCall
 from gateway.errors import NotFound, ToolError, UserInputError, WrongState
 from proactive.engine import Engine
@@ -73,6 +73,24 @@ class ProactiveAdmin:
         if self.engine is not None:
             self.engine.wake()
         return {"id": intent_id, "status": "pending", "execute_at": at}
+
+    async def trigger(self, request: TriggerRequest, *, now_ms: int) -> JSON:
+        user = await self._user(request.user)
+        chat = await self.queries.chat_pk(request.chat)
+        if chat is None:
+            raise NotFound(f"unknown chat {request.chat}")
+        at = now_ms + int(request.delay_minutes * 60_000)
+        # Without a key of the caller's, only "one open external trigger per user" dedupes.
+        key = f"external:{request.key}" if request.key else f"external:{user}:{now_ms}"
+        trigger_id = await self.store.add_trigger(
+            type="external", chat=int(chat), user=user, context=request.context.strip(),
+            source_key=key, execute_at=at, now_ms=now_ms,
+        )  # fmt: skip
+        if trigger_id is None:
+            raise WrongState("this key was seen before, or the user has an external trigger open")
+        if self.engine is not None:
+            self.engine.wake()
+        return {"id": trigger_id, "type": "external", "status": "pending", "execute_at": at}
 
     async def _pending_intent(self, item_id: int) -> Any:
         item = await self.store.get("intent", item_id)

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 import gateway.admin_api as admin_api
 from gateway.admin_api import AdminApi, token_matches
 from gateway.admin_ops import JSON
-from gateway.api_schema import IntentRequest
+from gateway.api_schema import IntentRequest, TriggerRequest
 from gateway.app import App
 from gateway.errors import NotFound, WrongState
 from tests.prom import check_histograms, parse
@@ -34,6 +34,9 @@ class FakeOps:
             raise NotFound("no such user: telegram:unknown")
         self.registered.append(request)
         return {"id": 1, "status": "pending"}
+
+    async def trigger(self, request: TriggerRequest, *, now_ms: int) -> JSON:
+        return {"id": 2, "type": "external", "status": "pending"}
 
     async def cancel(self, item_id: int, *, now_ms: int) -> JSON:
         if item_id == 404:

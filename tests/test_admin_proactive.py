@@ -86,6 +86,35 @@ async def test_http_register_list_cancel_and_state_errors(
     assert (quota["remaining"], quota["max_per_day"]) == (3, 3)
 
 
+async def test_http_external_trigger_is_deduplicated_and_goes_through_the_gate(
+    admin_app: App, api: TestClient[Any, Any], llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    await say(admin_app, "hi", "alice")
+    body = {"user": "memory:alice", "chat": "memory:chat-alice", "key": "deploy-42",
+            "context": "The deploy alice was waiting for finished"}  # fmt: skip
+    created = await api.post("/proactive/trigger", headers=AUTH, json=body)
+    assert created.status == 200
+    trigger_id = (await created.json())["id"]
+    again = await api.post("/proactive/trigger", headers=AUTH, json=body)
+    assert again.status == 409  # the same event twice never becomes two messages
+    unknown = await api.post("/proactive/trigger", headers=AUTH,
+                             json={**body, "chat": "memory:nowhere"})  # fmt: skip
+    assert unknown.status == 404
+    empty = await api.post("/proactive/trigger", headers=AUTH, json={**body, "context": ""})
+    assert empty.status == 422
+    llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Your deploy is out."})
+    assert admin_app.proactive_engine is not None
+    await admin_app.proactive_engine.tick()
+    state = await admin_app.vault.scalar(
+        "SELECT status FROM proactive_triggers WHERE id = ?", (trigger_id,)
+    )
+    assert state == "sent"
+    assert channel.texts()[-1] == "Your deploy is out."
+    prompt = llm.requests[-1]
+    assert prompt.purpose == "proactive_gate"
+    assert "The deploy alice was waiting for finished" in str(prompt.messages)
+
+
 async def test_http_execute_goes_through_the_gate(
     admin_app: App, api: TestClient[Any, Any], llm: FakeLLM, channel: MemoryChannel
 ) -> None:
