@@ -56,6 +56,23 @@ async def test_incremental_reads_match_a_full_read_through_a_mixed_session(
         assert older == await Conversations(vault).history(session, limit=5, before_id=10)
 
 
+async def test_an_unbounded_read_always_sees_the_latest_messages(tmp_path: Path) -> None:
+    async with Vault(tmp_path / "h.db") as vault:
+        await migrate(vault)
+        conversations = Conversations(vault)
+        first = await conversations.record_inbound(inbound("a"), kind="chat", tokens=1, now_ms=1)
+        assert first is not None
+        assert [m.text for m in await conversations.history(first.session_pk, limit=400)] == ["a"]
+        for n, text in enumerate(["b", "c"], start=2):
+            await conversations.record_inbound(
+                inbound(text, message_id=text), kind="chat", tokens=1, now_ms=n
+            )
+        # What /compact reads: everything up to now, twice in a row.
+        for _ in range(2):
+            got = await conversations.history(first.session_pk, limit=400)
+            assert [m.text for m in got] == ["a", "b", "c"]
+
+
 def test_a_slower_concurrent_read_does_not_move_the_window_back() -> None:
     recent = RecentHistory()
     recent.put(1, 5, Window(upto=20, messages=(message(19),), chars=1))

@@ -213,8 +213,75 @@ async def test_a_batch_interrupted_by_shutdown_still_reports_what_happened(
         await asyncio.sleep(0)
         flusher.cancel()  # what the loop's shutdown does to leftover tasks
         assert await write == 1  # committed, and its caller is told so
-        with pytest.raises(VaultError, match="interrupted"):
-            await later  # never ran
+        with pytest.raises(VaultError, match="before it ran"):
+            await later
         assert await values(vault) == [1]
+        assert await vault.run(insert(3)) == 3  # a new batch starts as usual
+    finally:
+        await vault.close()
+
+
+async def test_a_flusher_cancelled_before_it_started_fails_its_callers_and_recovers(
+    tmp_path: Path,
+) -> None:
+    vault = await table(tmp_path)
+    try:
+        write = asyncio.create_task(vault.run(insert(1)))
+        await asyncio.sleep(0)  # queued; its flusher is created but has not run yet
+        flusher = next(t for t in asyncio.all_tasks() if t.get_name() == "vault-writes")
+        flusher.cancel()
+        with pytest.raises(VaultError, match="before it ran"):
+            await write
+        assert await vault.run(insert(2)) == 2
+        assert await values(vault) == [2]
+    finally:
+        await vault.close()
+
+
+async def test_an_async_transaction_waits_for_writes_queued_before_it(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+        vault.run_soon(insert(1), "queued first")
+        async with vault.transaction() as tx:
+            seen = await tx.fetchall("SELECT x FROM t")
+            await tx.execute("INSERT INTO t VALUES (2)")
+        assert [r[0] for r in seen] == [1]
+    finally:
+        await vault.close()
+
+
+async def test_a_body_raising_stop_iteration_fails_alone(tmp_path: Path) -> None:
+    vault = await table(tmp_path)
+    try:
+
+        def exhausted(raw: sqlite3.Connection) -> int:
+            return int(next(iter(())))
+
+        results = await asyncio.gather(
+            vault.run(insert(1)), vault.run(exhausted), vault.run(insert(3)),
+            return_exceptions=True,
+        )  # fmt: skip
+        assert results[0] == 1 and results[2] == 3
+        assert isinstance(results[1], VaultError)
+    finally:
+        await vault.close()
+
+
+async def test_a_body_that_rolls_back_the_transaction_fails_the_whole_batch(
+    tmp_path: Path,
+) -> None:
+    vault = await table(tmp_path)
+    try:
+        await vault.run(insert(1))
+
+        def rollback(raw: sqlite3.Connection) -> None:
+            raw.execute("INSERT OR ROLLBACK INTO t VALUES (1)")  # UNIQUE: ends the transaction
+
+        results = await asyncio.gather(
+            vault.run(insert(2)), vault.run(rollback), return_exceptions=True
+        )
+        assert all(isinstance(r, VaultError) for r in results)  # 2 was lost with it
+        assert await values(vault) == [1]
+        assert await vault.run(insert(4)) == 4
     finally:
         await vault.close()

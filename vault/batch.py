@@ -50,8 +50,9 @@ async def on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T
 
 
 def _failure(exc: Exception, what: str) -> Exception:
-    if isinstance(exc, sqlite3.Error):
-        error = VaultError(f"vault {what} failed: {exc}")
+    # StopIteration can't be set on a future (it would end the coroutine awaiting it instead).
+    if isinstance(exc, sqlite3.Error | StopIteration):
+        error = VaultError(f"vault {what} failed: {exc!r}")
         error.__cause__ = exc
         return error
     return exc
@@ -62,8 +63,12 @@ def _one(raw: sqlite3.Connection, body: SyncBody[Any], savepoint: bool) -> Outco
         raw.execute("SAVEPOINT body")
     try:
         value = body(raw)
-    except Exception as exc:  # only this body's statements are undone
-        if savepoint:
+    except Exception as exc:
+        if not raw.in_transaction:
+            # SQLite rolled the whole transaction back (a full disk, an I/O error, OR ROLLBACK):
+            # the batch's earlier bodies are lost too, so the batch fails as a whole.
+            raise
+        if savepoint:  # only this body's statements are undone
             raw.execute("ROLLBACK TO body")
             raw.execute("RELEASE body")
         return False, _failure(exc, "write")
@@ -79,7 +84,7 @@ def write_batch(raw: sqlite3.Connection, bodies: list[SyncBody[Any]]) -> list[Ou
         alone = len(bodies) == 1
         outcomes = [_one(raw, body, savepoint=not alone) for body in bodies]
         if alone and not outcomes[0][0]:
-            raw.execute("ROLLBACK")
+            raw.execute("ROLLBACK")  # its only body failed: nothing to keep
         else:
             raw.execute("COMMIT")
     except BaseException:
@@ -133,7 +138,9 @@ class Batcher:
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting.append((body, future))
         if self._flusher is None:
-            self._flusher = loop.create_task(self._flush(), name=f"vault-{self._what}s")
+            flusher = loop.create_task(self._flush(), name=f"vault-{self._what}s")
+            flusher.add_done_callback(self._flusher_done)
+            self._flusher = flusher
         return future
 
     async def idle(self) -> None:
@@ -151,17 +158,26 @@ class Batcher:
         finally:
             self._flusher = None
 
+    def _flusher_done(self, flusher: asyncio.Task[None]) -> None:
+        # A flusher cancelled before its first step never ran its `finally`.
+        if self._flusher is flusher:
+            self._flusher = None
+            waiting, self._waiting = self._waiting, []
+            _fail(waiting, f"vault {self._what} interrupted before it ran")
+
     async def _hop(self, batch: list[Entry]) -> None:
         hop = asyncio.get_running_loop().create_task(self._run([body for body, _ in batch]))
         try:
             await asyncio.wait([hop])  # unlike awaiting `hop`, a cancellation here leaves it be
         except asyncio.CancelledError:
             # The loop is shutting down. The batch is already on its way: let it end, so its
-            # callers learn what really happened; nothing else waiting will run.
-            await asyncio.wait([hop])
-            self._settle(batch, hop)
-            waiting, self._waiting = self._waiting, []
-            _fail(waiting, f"vault {self._what} interrupted")
+            # callers learn what happened; nothing else waiting will run.
+            try:
+                await asyncio.wait([hop])
+            finally:
+                waiting, self._waiting = self._waiting, []
+                _fail(waiting, f"vault {self._what} interrupted before it ran")
+                self._settle(batch, hop)
             raise
         self._settle(batch, hop)
 
@@ -173,8 +189,9 @@ class Batcher:
             return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
 
     def _settle(self, batch: list[Entry], hop: asyncio.Future[list[Outcome]]) -> None:
-        if hop.cancelled():
-            _fail(batch, f"vault {self._what} interrupted")
+        if not hop.done() or hop.cancelled():
+            # Cancelled while on the worker thread: it may still have committed.
+            _fail(batch, f"vault {self._what} outcome unknown (interrupted)")
             return
         if (exc := hop.exception()) is not None:  # the batch as a whole: closed, failed COMMIT
             _fail(batch, f"vault {self._what} failed: {exc}", exc)

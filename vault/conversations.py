@@ -201,10 +201,11 @@ class Conversations:
     ) -> list[StoredMessage]:
         """The last `limit` chat messages of a session before `before_id`, oldest first.
 
-        Reads only what is new since the last call for the session (see `RecentHistory`).
+        With `before_id` (a committed message: the turn's own), reads only what is new since
+        the last such read of the session (see `RecentHistory`); without it, reads in full.
         """
         upto = before_id if before_id is not None else NO_LIMIT
-        known = self._recent.get(session, limit, upto)
+        known = self._recent.get(session, limit, upto) if before_id is not None else None
         since = known.upto if known is not None else 0
         rows = await self.vault.fetchall(
             f"""SELECT id, role, kind, text, tokens, at_ms FROM messages
@@ -224,7 +225,8 @@ class Conversations:
             if len(messages) > limit:
                 chars -= sum(len(m.text) for m in messages[:-limit])
                 messages = messages[-limit:]
-        self._recent.put(session, limit, Window(upto=upto, messages=messages, chars=chars))
+        if before_id is not None:
+            self._recent.put(session, limit, Window(upto=upto, messages=messages, chars=chars))
         return list(messages)
 
     async def session_stats(self, session: int) -> tuple[int, int]:

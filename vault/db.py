@@ -69,6 +69,10 @@ async def _open(conn: aiosqlite.Connection, begin: str, undo: str) -> None:
         raise
 
 
+def _nothing(raw: sqlite3.Connection) -> None:
+    return None
+
+
 def _log_failure(done: asyncio.Future[Any], what: str) -> None:
     if not done.cancelled() and (exc := done.exception()) is not None:
         log.error("could not save %s: %s", what, exc)
@@ -194,10 +198,15 @@ class Vault:
 
     @asynccontextmanager
     async def writer(self) -> AsyncIterator[Tx]:
-        """The writer, exclusively, without BEGIN: for ONE statement that is atomic alone."""
+        """The writer connection, exclusively, without BEGIN (`transaction()` adds it).
+
+        Writes queued with `run`/`run_soon` before this call commit first: a no-op body queued
+        behind them is the barrier, so batched and async writes keep their submission order.
+        """
         if _IN_TRANSACTION.get():
             raise VaultError("nested vault transaction in the same task")
         conn = self.conn
+        await self._writes.submit(_nothing)
         async with self._lock:
             token = _IN_TRANSACTION.set(True)
             try:
@@ -250,7 +259,12 @@ class Vault:
         return await self.run(lambda raw: raw.execute(sql, params).rowcount)
 
     async def read(self, body: SyncBody[T]) -> T:
-        """Run `body(connection)` on the read-only connection, beside other reads."""
+        """Run `body(connection)` on the read-only connection, beside other reads.
+
+        Each statement sees the latest committed state on its own (no snapshot across the
+        body's statements). Return values, never a cursor: an unfinished statement would hold
+        the reader's snapshot open.
+        """
         return await self._reads.submit(body)
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:

@@ -10,6 +10,8 @@ window read for "ids below B" right after the message with id B was committed ca
 message: every lower id was assigned by a transaction that committed no later than B's. So
 the messages below a window's `upto` are final, and what is new is exactly the ids from
 `upto` on — including assistant messages written by the proactive engine or another process.
+That holds only for windows bounded by a committed message id: an unbounded read ("up to
+now", as `/compact` does) is never remembered.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 NO_LIMIT = 2**62  # "no upper bound" for a message id
 # What is remembered, least recently used out first; a forgotten session is read in full again.
 CAPACITY = 4096  # windows
-MAX_CHARS = 8_000_000  # of message text in all windows together
+MAX_CHARS = 8_000_000  # of message text in all windows together (objects add ~100 B a message)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
