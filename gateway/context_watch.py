@@ -17,8 +17,9 @@ and `/compact` open a new session, so this is what keeps the analyzer quiet righ
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.analyzer import Analysis, Params, Suggestion, advance, analyze
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 # `Agent.call`: one recorded model call for a chat key.
 ChatModelCall = Callable[[LLMRequest, str | None], Awaitable[LLMResponse]]
 
+REMEMBERED_SESSIONS = 4096
 FOLLOW_WINDOW = 2
 MIN_SESSION_MESSAGES = 2
 SUGGESTIBLE = ("clear", "compact")
@@ -114,12 +116,29 @@ class ContextWatch:
             else None
         )
         self._call = call
+        # session -> (the JSON this process stored last, the state it stands for)
+        self._saved: OrderedDict[int, tuple[str, WatchState]] = OrderedDict()
+
+    def _load(self, session: int, stored: str) -> WatchState:
+        """The session's state as the record step read it; parsed only if it is not the state
+        this process saved last (the common case: every turn saves what the next one reads)."""
+        known = self._saved.get(session)
+        if known is not None and known[0] == stored:
+            return replace(known[1])  # a copy: the turn changes it
+        return WatchState.from_json(self.store.parse(session, stored))
+
+    def _save(self, session: int, state: WatchState, now_ms: int, event: Event | None) -> None:
+        stored = self.store.save(session, state.to_json(), now_ms=now_ms, event=event)
+        self._saved[session] = (stored, replace(state))
+        self._saved.move_to_end(session)
+        while len(self._saved) > REMEMBERED_SESSIONS:
+            self._saved.popitem(last=False)
 
     async def observe(self, turn: Turn) -> None:
         if turn.command is None or turn.recorded is None:
             return
         session = turn.recorded.session_pk
-        state = WatchState.from_json(self.store.parse(session, turn.recorded.analyzer_state))
+        state = self._load(session, turn.recorded.analyzer_state)
         state.messages += 1
         name = turn.command[0]
         event = None
@@ -131,7 +150,7 @@ class ContextWatch:
         ):
             state.followed = True
             event = Event(kind="followed", command=name, chat=turn.recorded.chat_pk)
-        self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
+        self._save(session, state, turn.now_ms, event)
 
     async def suggest(self, turn: Turn) -> Suggestion | None:
         """The tip for this message, if any. A failure here never costs the user the reply."""
@@ -146,7 +165,7 @@ class ContextWatch:
         if recorded is None or scope is None:
             return None
         session = recorded.session_pk
-        state = WatchState.from_json(self.store.parse(session, recorded.analyzer_state))
+        state = self._load(session, recorded.analyzer_state)
         analysis = analyze(scope.text, state.recent, self.params)
         suggestion = analysis.suggestion
         if suggestion is not None and cooling_down(state, turn.now_ms, self.settings):
@@ -164,7 +183,7 @@ class ContextWatch:
             state.last_command = suggestion
             state.followed = False
             event = Event(kind="shown", command=suggestion, chat=recorded.chat_pk)
-        self.store.save(session, state.to_json(), now_ms=turn.now_ms, event=event)
+        self._save(session, state, turn.now_ms, event)
         return suggestion
 
     async def _confirmed(

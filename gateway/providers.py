@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from gateway.context import ContextItem, Phase, Position
+from gateway.context import ContextItem, Phase, Position, estimate_tokens
 from gateway.scope import Scope
 from vault.conversations import Conversations
 from vault.memories import Memories, fts_query
@@ -113,10 +113,10 @@ class HistoryProvider:
                 position=Position.HISTORY,
                 content=row.text,
                 role=row.role,
-                tokens=row.tokens or 0,
-                relevance=0.3 + 0.6 * (i + 1) / max(n, 1),
+                tokens=row.tokens or estimate_tokens(row.text),
+                relevance=0.3 + 0.6 * i / n,
             )
-            for i, row in enumerate(rows)
+            for i, row in enumerate(rows, start=1)
         ]
 
 

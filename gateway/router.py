@@ -74,10 +74,9 @@ def build_chain(steps: Sequence[Step]) -> Next:
 
 
 def _link(step: Step, nxt: Next) -> Next:
-    async def run(turn: Turn) -> None:
-        await step(turn, nxt)
-
-    return run
+    # A plain function returning the step's coroutine, not a coroutine of its own: every
+    # resumption of a turn walks its whole await chain, so each wrapper frame costs each time.
+    return lambda turn: step(turn, nxt)
 
 
 class _ChatLocks:

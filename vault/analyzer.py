@@ -64,9 +64,9 @@ class AnalyzerStore:
 
     def save(
         self, session: int, state: dict[str, Any], *, now_ms: int, event: Event | None = None
-    ) -> None:
+    ) -> str:
         """Write-behind (`Vault.run_soon`): the turn goes on at once; the state commits before
-        any later write, so the session's next message reads it."""
+        any later write, so the session's next message reads it. Returns the stored JSON."""
         text = json.dumps(state, ensure_ascii=False, separators=(",", ":"))
 
         def save(raw: sqlite3.Connection) -> None:
@@ -79,6 +79,7 @@ class AnalyzerStore:
                 )
 
         self.vault.run_soon(save, f"analyzer state of session {session}")
+        return text
 
     async def counts(self, since_ms: int) -> SuggestionCounts:
         rows = await self.vault.fetchall(
