@@ -5,6 +5,7 @@ from __future__ import annotations
 import resource
 import statistics
 import sys
+import time
 
 from gateway.llm import LLMRequest, LLMResponse, TextPart
 
@@ -35,6 +36,22 @@ def summary_ms(values: list[float]) -> str:
         f"median {statistics.median(values):.3f} ms, p99 {percentile(values, 99):.3f} ms, "
         f"max {max(values):.3f} ms"
     )
+
+
+def reference_ms() -> float:
+    """The time of a fixed pure-Python loop, best of three: how fast the machine is right now.
+
+    The development VM's speed drifts (this loop has taken from 45 to 90 ms within an hour),
+    so every benchmark prints it beside its figures; compare figures taken at similar speeds.
+    """
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.process_time() - started)
+    return best * 1000
 
 
 def peak_rss_mib() -> float:

@@ -19,10 +19,14 @@ import random
 import resource
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import reference_ms
 from gateway.clock import ManualClock
 from gateway.delivery import Delivery
 from gateway.llm import LLMRequest, LLMResponse, ToolCall
@@ -214,6 +218,7 @@ async def main() -> None:
         help="chats executed at a time (EngineConfig.concurrency; the engine's default is 8)",
     )  # fmt: skip
     args = parser.parse_args()
+    print(f"machine speed: reference loop {reference_ms():.0f} ms")
     with tempfile.TemporaryDirectory(prefix="iris-bench-") as tmp:
         await bench_idle_tick(Path(tmp), args.pending)
         for concurrency in args.concurrency:
@@ -221,6 +226,7 @@ async def main() -> None:
         await bench_scan(Path(tmp), args.users)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory (max RSS): {peak:.0f} MiB")
+    print(f"machine speed after: reference loop {reference_ms():.0f} ms")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import InstantModel, peak_rss_mib, summary_ms
+from bench.common import InstantModel, peak_rss_mib, reference_ms, summary_ms
 from gateway.app import App
 from gateway.config import Config, Secrets, Settings
 from gateway.messages import ChatRef, Inbound, SentReceipt, UserRef
@@ -68,6 +68,7 @@ async def main(messages: int, chats: int, rounds: int, vault_dir: Path) -> None:
     per_chat = max(1, messages // chats)
     total = per_chat * chats
     print(f"router: {total} messages across {chats} chats, vault on disk, {rounds} round(s)")
+    print(f"machine speed: reference loop {reference_ms():.0f} ms")
     latencies: list[float] = []
     rates: list[float] = []
     async with App(
@@ -96,6 +97,7 @@ async def main(messages: int, chats: int, rounds: int, vault_dir: Path) -> None:
     print(f"throughput: {statistics.median(rates):,.0f} messages/s (median of the rounds)")
     print(f"per-message gateway time: {summary_ms(latencies)}")
     print(f"peak RSS: {peak_rss_mib():.1f} MiB")
+    print(f"machine speed after: reference loop {reference_ms():.0f} ms")
 
 
 if __name__ == "__main__":
