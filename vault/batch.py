@@ -14,7 +14,9 @@ body loses only its own statements; `read_batch` just runs them. Every caller ge
 outcome, value or exception, once the batch is done (for writes: committed).
 
 A caller cancelled while its body still waits withdraws it: nothing runs for it. Once its
-batch has started the body runs (and commits) like any write already sent on its way.
+batch has started the body runs (and commits) like any write already sent on its way. If the
+loop itself shuts down while a batch is on the worker thread, its callers are told the outcome
+is unknown (it may still commit), and whatever was still waiting fails without running.
 """
 
 from __future__ import annotations
@@ -166,20 +168,26 @@ class Batcher:
             _fail(waiting, f"vault {self._what} interrupted before it ran")
 
     async def _hop(self, batch: list[Entry]) -> None:
-        hop = asyncio.get_running_loop().create_task(self._run([body for body, _ in batch]))
+        bodies = [body for body, _ in batch]
         try:
-            await asyncio.wait([hop])  # unlike awaiting `hop`, a cancellation here leaves it be
+            outcomes = await self._run(bodies)
         except asyncio.CancelledError:
-            # The loop is shutting down. The batch is already on its way: let it end, so its
-            # callers learn what happened; nothing else waiting will run.
-            try:
-                await asyncio.wait([hop])
-            finally:
-                waiting, self._waiting = self._waiting, []
-                _fail(waiting, f"vault {self._what} interrupted before it ran")
-                self._settle(batch, hop)
+            # The loop is shutting down. The batch was on its way to the worker thread and may
+            # still commit there: its callers can't be told either way. Nothing else runs.
+            waiting, self._waiting = self._waiting, []
+            _fail(waiting, f"vault {self._what} interrupted before it ran")
+            _fail(batch, f"vault {self._what} outcome unknown (interrupted)")
             raise
-        self._settle(batch, hop)
+        except Exception as exc:  # the batch as a whole: a closed vault, a failed COMMIT
+            _fail(batch, f"vault {self._what} failed: {exc}", exc)
+            return
+        for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
 
     async def _run(self, bodies: list[SyncBody[Any]]) -> list[Outcome]:
         runner, conn = self._runner, self._conn()
@@ -187,22 +195,6 @@ class Batcher:
             return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
         async with self._lock:
             return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
-
-    def _settle(self, batch: list[Entry], hop: asyncio.Future[list[Outcome]]) -> None:
-        if not hop.done() or hop.cancelled():
-            # Cancelled while on the worker thread: it may still have committed.
-            _fail(batch, f"vault {self._what} outcome unknown (interrupted)")
-            return
-        if (exc := hop.exception()) is not None:  # the batch as a whole: closed, failed COMMIT
-            _fail(batch, f"vault {self._what} failed: {exc}", exc)
-            return
-        for (_, future), (ok, value) in zip(batch, hop.result(), strict=True):
-            if future.done():
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
 
 
 def _fail(entries: list[Entry], message: str, cause: BaseException | None = None) -> None:
