@@ -59,8 +59,17 @@ class TriggerRequest(_Body):
         None,
         min_length=1,
         max_length=200,
-        description="Your id for the event: a second trigger with the same key is ignored",
+        description="Your id for the event: posting it again for the user returns the first "
+        "trigger (duplicate: true) instead of a second one",
     )
+
+    @field_validator("context")
+    @classmethod
+    def _context_has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
     delay_minutes: float = Field(0, ge=0, le=525_600, description="When to consider it")
 
 

@@ -8,6 +8,7 @@ consent) and the model's gate still decide; nothing here sends on its own.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict
 from typing import Any
 
@@ -48,11 +49,19 @@ class ProactiveAdmin:
             raise NotFound(f"unknown user {key}")
         return int(pk)
 
-    async def register(self, request: IntentRequest, *, now_ms: int) -> JSON:
-        user = await self._user(request.user)
-        chat = await self.queries.chat_pk(request.chat)
+    async def _target(self, user_key: str, chat_key: str) -> tuple[int, int]:
+        """The user and chat of an admin's request: both known, and the user writes there
+        (a message built from one user's context never goes to somebody else's chat)."""
+        user = await self._user(user_key)
+        chat = await self.queries.chat_pk(chat_key)
         if chat is None:
-            raise NotFound(f"unknown chat {request.chat}")
+            raise NotFound(f"unknown chat {chat_key}")
+        if not await self.queries.wrote_in(user, int(chat)):
+            raise UserInputError(f"{user_key} has never written in {chat_key}")
+        return user, int(chat)
+
+    async def register(self, request: IntentRequest, *, now_ms: int) -> JSON:
+        user, chat = await self._target(request.user, request.chat)
         try:
             at = (
                 parse_at(request.at)
@@ -65,7 +74,7 @@ class ProactiveAdmin:
             raise UserInputError("the time must be between one minute and one year ahead")
         confidence = self.default_confidence if request.confidence is None else request.confidence
         intent_id = await self.store.add_intent(
-            chat=int(chat), user=user, what=request.what.strip(), why=request.why.strip(),
+            chat=chat, user=user, what=request.what.strip(), why=request.why.strip(),
             confidence=confidence, kind=request.kind,
             exact_time=request.kind == "user_reminder" and request.at is not None,
             execute_at=at, now_ms=now_ms,
@@ -75,19 +84,18 @@ class ProactiveAdmin:
         return {"id": intent_id, "status": "pending", "execute_at": at}
 
     async def trigger(self, request: TriggerRequest, *, now_ms: int) -> JSON:
-        user = await self._user(request.user)
-        chat = await self.queries.chat_pk(request.chat)
-        if chat is None:
-            raise NotFound(f"unknown chat {request.chat}")
+        user, chat = await self._target(request.user, request.chat)
+        key = f"key:{request.key}" if request.key else f"auto:{uuid.uuid4().hex}"
+        seen = await self.queries.trigger_by_key(user, "external", key)
+        if seen is not None:  # a retry of the same event: the answer it got the first time
+            return {"id": seen[0], "type": "external", "status": seen[1], "duplicate": True}
         at = now_ms + int(request.delay_minutes * 60_000)
-        # Without a key of the caller's, only "one open external trigger per user" dedupes.
-        key = f"external:{request.key}" if request.key else f"external:{user}:{now_ms}"
         trigger_id = await self.store.add_trigger(
-            type="external", chat=int(chat), user=user, context=request.context.strip(),
+            type="external", chat=chat, user=user, context=request.context,
             source_key=key, execute_at=at, now_ms=now_ms,
         )  # fmt: skip
         if trigger_id is None:
-            raise WrongState("this key was seen before, or the user has an external trigger open")
+            raise WrongState(f"{request.user} already has an external trigger pending")
         if self.engine is not None:
             self.engine.wake()
         return {"id": trigger_id, "type": "external", "status": "pending", "execute_at": at}

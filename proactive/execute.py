@@ -206,7 +206,8 @@ class Executor:
     ) -> GateContext:  # fmt: skip
         now = self.clock.now_ms()
         rate = await tick.engagement_rate(item.user_pk, now)
-        memories = await tick.memories(item.user_pk, self._memories)
+        # A group reads the message: the user's memories stay out of what it is written from.
+        memories = [] if item.in_group else await tick.memories(item.user_pk, self._memories)
         recent = await self.store.recent_texts(item.chat_pk)
         if item.source == "intent":
             header = "[PROACTIVE FOLLOW-UP]"

@@ -90,18 +90,25 @@ async def test_http_external_trigger_is_deduplicated_and_goes_through_the_gate(
     admin_app: App, api: TestClient[Any, Any], llm: FakeLLM, channel: MemoryChannel
 ) -> None:
     await say(admin_app, "hi", "alice")
+    await say(admin_app, "hi", "bob")
     body = {"user": "memory:alice", "chat": "memory:chat-alice", "key": "deploy-42",
             "context": "The deploy alice was waiting for finished"}  # fmt: skip
     created = await api.post("/proactive/trigger", headers=AUTH, json=body)
     assert created.status == 200
     trigger_id = (await created.json())["id"]
-    again = await api.post("/proactive/trigger", headers=AUTH, json=body)
-    assert again.status == 409  # the same event twice never becomes two messages
+    again = await (await api.post("/proactive/trigger", headers=AUTH, json=body)).json()
+    assert (again["id"], again["duplicate"]) == (trigger_id, True)  # a retry, not a 2nd event
+    other = await api.post("/proactive/trigger", headers=AUTH, json={**body, "key": "ticket-7"})
+    assert other.status == 409  # one open external trigger per user
+    assert "pending" in (await other.json())["error"]
+    elsewhere = await api.post("/proactive/trigger", headers=AUTH,
+                               json={**body, "chat": "memory:chat-bob"})  # fmt: skip
+    assert elsewhere.status == 400  # alice never wrote there: nothing of hers goes to bob
     unknown = await api.post("/proactive/trigger", headers=AUTH,
                              json={**body, "chat": "memory:nowhere"})  # fmt: skip
     assert unknown.status == 404
-    empty = await api.post("/proactive/trigger", headers=AUTH, json={**body, "context": ""})
-    assert empty.status == 422
+    blank = await api.post("/proactive/trigger", headers=AUTH, json={**body, "context": "  "})
+    assert blank.status == 422
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Your deploy is out."})
     assert admin_app.proactive_engine is not None
     await admin_app.proactive_engine.tick()

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from gateway.llm import LLMResponse, TextPart, ToolCall
+from gateway.messages import ChatKind
 from proactive.gate import DECISION_TOOL, looks_like_marker, parse_decision, reminder_text
 from tests.proactive_support import harness
+from vault.memories import Memories
 
 
 def tool(args: dict[str, Any]) -> LLMResponse:
@@ -104,3 +106,17 @@ async def test_malformed_markers_never_reach_the_user(tmp_path: Path, body: str)
         assert row["reason"].startswith("malformed")
         outbox = await h.vault.scalar("SELECT count(*) FROM outbox")
         assert outbox == 0
+
+
+@pytest.mark.parametrize("kind", [ChatKind.DM, ChatKind.GROUP])
+async def test_the_gate_sees_the_users_memories_only_in_a_direct_chat(
+    tmp_path: Path, kind: ChatKind
+) -> None:
+    async with harness(tmp_path) as h:
+        user, chat = await h.user("u1", chat="room", kind=kind)
+        await Memories(h.vault).remember(user, "is recovering from surgery", h.clock.now_ms())
+        await h.intent(user, chat)
+        h.auto_send = "How are things?"
+        await h.engine().tick()
+        prompt = str(h.llm.requests[-1].messages)
+        assert ("recovering from surgery" in prompt) is (kind is ChatKind.DM)

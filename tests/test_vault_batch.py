@@ -238,3 +238,24 @@ async def test_a_body_that_rolls_back_the_transaction_fails_the_whole_batch(vaul
     assert all(isinstance(r, VaultError) for r in results)  # 2 was lost with it
     assert await values(vault) == [1]
     assert await vault.run(insert(4)) == 4
+
+
+class Odd(BaseException):
+    """Not an Exception: what a careless body might raise."""
+
+
+@pytest.mark.parametrize("odd", [Odd("odd"), asyncio.CancelledError()])
+async def test_a_body_raising_a_base_exception_fails_alone(
+    vault: Vault, odd: BaseException
+) -> None:
+    def body(raw: sqlite3.Connection) -> None:
+        raw.execute("INSERT INTO t VALUES (5)")
+        raise odd
+
+    results = await asyncio.gather(
+        vault.run(insert(1)), vault.run(body), vault.run(insert(3)), return_exceptions=True
+    )
+    assert results[0] == 1 and results[2] == 3
+    assert isinstance(results[1], VaultError)  # never a cancellation of the caller
+    assert await values(vault) == [1, 3]
+    assert await vault.run(insert(4)) == 4  # the batcher goes on

@@ -51,9 +51,10 @@ async def on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T
     return result
 
 
-def _failure(exc: Exception, what: str) -> Exception:
-    # StopIteration can't be set on a future (it would end the coroutine awaiting it instead).
-    if isinstance(exc, sqlite3.Error | StopIteration):
+def _failure(exc: BaseException, what: str) -> Exception:
+    # StopIteration can't be set on a future (it would end the coroutine awaiting it instead),
+    # and a BaseException (a CancelledError raised by a body) must not pass for a cancellation.
+    if isinstance(exc, sqlite3.Error | StopIteration) or not isinstance(exc, Exception):
         error = VaultError(f"vault {what} failed: {exc!r}")
         error.__cause__ = exc
         return error
@@ -65,7 +66,9 @@ def _one(raw: sqlite3.Connection, body: SyncBody[Any], savepoint: bool) -> Outco
         raw.execute("SAVEPOINT body")
     try:
         value = body(raw)
-    except Exception as exc:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
         if not raw.in_transaction:
             # SQLite rolled the whole transaction back (a full disk, an I/O error, OR ROLLBACK):
             # the batch's earlier bodies are lost too, so the batch fails as a whole.
@@ -101,7 +104,9 @@ def read_batch(raw: sqlite3.Connection, bodies: list[SyncBody[Any]]) -> list[Out
     for body in bodies:
         try:
             outcomes.append((True, body(raw)))
-        except Exception as exc:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
             outcomes.append((False, _failure(exc, "read")))
     return outcomes
 
@@ -181,6 +186,10 @@ class Batcher:
         except Exception as exc:  # the batch as a whole: a closed vault, a failed COMMIT
             _fail(batch, f"vault {self._what} failed: {exc}", exc)
             return
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: answer, then stop
+            waiting, self._waiting = self._waiting, []
+            _fail(batch + waiting, f"vault {self._what} failed: {exc!r}", exc)
+            raise
         for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
             if future.done():
                 continue

@@ -33,6 +33,21 @@ class ProactiveAdminQueries:
         )
         return None if found is None else int(found)
 
+    async def wrote_in(self, user: int, chat: int) -> bool:
+        """Has `user` written in `chat`? (Proactive messages only go where the user is.)"""
+        found = await self.vault.scalar(
+            "SELECT 1 FROM messages WHERE chat = ? AND user = ? LIMIT 1", (chat, user)
+        )
+        return found is not None
+
+    async def trigger_by_key(self, user: int, type: str, key: str) -> tuple[int, str] | None:
+        row = await self.vault.fetchone(
+            """SELECT id, status FROM proactive_triggers
+               WHERE user = ? AND type = ? AND source_key = ?""",
+            (user, type, key),
+        )
+        return None if row is None else (int(row[0]), str(row[1]))
+
     async def pending(self, user: int | None, limit: int = 100) -> dict[str, list[dict[str, Any]]]:
         user_filter = "AND i.user = ?" if user is not None else ""
         params: tuple[Any, ...] = (user, limit) if user is not None else (limit,)

@@ -27,7 +27,7 @@ ITEM_SELECT = {
         i.type AS why, 1.0 AS confidence, i.type AS kind, 0 AS exact_time, i.execute_at,
         i.due_at, i.created_at, i.attempts, i.deferrals, i.claim, i.status""",
 }
-TARGET_COLUMNS = """, c.channel, c.chat_id, c.thread_id, c.unreachable_ms,
+TARGET_COLUMNS = """, c.channel, c.chat_id, c.thread_id, c.unreachable_ms, c.kind AS chat_kind,
         u.display_name, u.user_id, u.timezone, u.settings, u.last_seen_ms"""
 
 
@@ -53,6 +53,7 @@ class Item:
     status: str
     chat: ChatRef
     chat_unreachable: bool
+    in_group: bool  # a group reads what is sent: nothing private of the user's goes into it
     user_name: str
     timezone: str | None
     settings: dict[str, Any]
@@ -89,6 +90,7 @@ def item_from_row(row: Any) -> Item:
             channel=row["channel"], chat_id=row["chat_id"], thread_id=row["thread_id"] or None
         ),
         chat_unreachable=row["unreachable_ms"] is not None,
+        in_group=row["chat_kind"] == "group",
         user_name=row["display_name"] or row["user_id"],
         timezone=row["timezone"],
         settings=json.loads(row["settings"]),
