@@ -124,7 +124,9 @@ class ContextWatch:
         this process saved last (the common case: every turn saves what the next one reads)."""
         known = self._saved.get(session)
         if known is not None and known[0] == stored:
-            return replace(known[1])  # a copy: the turn changes it
+            # A shallow copy: the turn reassigns fields, and `advance` builds a new `recent`
+            # rather than changing the lists in place (which would change the cached state).
+            return replace(known[1])
         return WatchState.from_json(self.store.parse(session, stored))
 
     def _save(self, session: int, state: WatchState, now_ms: int, event: Event | None) -> None:
