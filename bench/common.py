@@ -41,8 +41,9 @@ def summary_ms(values: list[float]) -> str:
 def reference_ms() -> float:
     """The time of a fixed pure-Python loop, best of three: how fast the machine is right now.
 
-    The development VM's speed drifts (this loop has taken from 45 to 90 ms within an hour),
-    so every benchmark prints it beside its figures; compare figures taken at similar speeds.
+    The development VM's speed drifts (a loop like this one took from 0.43 to 0.86 s within an
+    hour), so the benchmarks print it beside their figures; compare figures taken at similar
+    speeds. It is a rough guide: the speed also changes during a run.
     """
     best = float("inf")
     for _ in range(3):
