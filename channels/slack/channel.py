@@ -36,6 +36,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.common import ChunkProgress, InboundTurns
 from gateway.errors import (
     ChannelUnavailable,
     ChatUnreachable,
@@ -116,9 +117,9 @@ class SlackChannel:
         self._me: SlackIdentity | None = None
         self._handler: InboundHandler | None = None
         self._socket: AsyncSocketModeHandler | None = None
-        self._pending: set[asyncio.Future[None]] = set()
+        self._turns = InboundTurns(CHANNEL)
         self._responders: OrderedDict[str, Respond] = OrderedDict()
-        self._progress: OrderedDict[str, list[str]] = OrderedDict()
+        self._progress = ChunkProgress(_KEEP)
         self._last_inbound_ms: int | None = None
         self._last_ok_ms: int | None = None
         self._detail = "not started"
@@ -263,14 +264,7 @@ class SlackChannel:
 
     def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
         self._last_inbound_ms = self._now_ms()
-        future = asyncio.ensure_future(on_inbound(inbound))
-        self._pending.add(future)
-        future.add_done_callback(self._settled)
-
-    def _settled(self, future: asyncio.Future[None]) -> None:
-        self._pending.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("slack: inbound handler failed", exc_info=future.exception())
+        self._turns.dispatch(inbound, on_inbound)
 
     async def _events(self, request: WebRequest) -> WebResponse:
         bolt_request = AsyncBoltRequest(
@@ -291,17 +285,14 @@ class SlackChannel:
     async def send(self, out: Outbound) -> SentReceipt:
         chunks = reply_chunks(out.text)
         respond = self._responders.get(out.reply_to or "")
-        sent = self._progress.setdefault(out.idempotency_key, [])
-        self._progress.move_to_end(out.idempotency_key)
-        while len(self._progress) > _KEEP:
-            self._progress.popitem(last=False)
+        sent = self._progress.sent(out.idempotency_key)
         for index in range(len(sent), len(chunks)):
             if respond is not None:
                 await self._respond(respond, chunks[index])
                 sent.append(f"respond-{index}")
             else:
                 sent.append(await self._post(out.chat, chunks[index]))
-        self._progress.pop(out.idempotency_key, None)
+        self._progress.done(out.idempotency_key)
         return SentReceipt(platform_message_ids=tuple(sent))
 
     async def _post(self, chat: ChatRef, text: str) -> str:

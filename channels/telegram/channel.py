@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
@@ -43,6 +42,7 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
+from channels.common import ChunkProgress, InboundTurns
 from gateway.errors import (
     ChannelUnavailable,
     ChatUnreachable,
@@ -74,7 +74,6 @@ os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 ALLOWED_UPDATES = ("message",)
-_PROGRESS_KEEP = 1000
 
 
 def _wall_ms() -> int:
@@ -117,8 +116,8 @@ class TelegramChannel:
         self._me: BotIdentity | None = None
         self._handler: InboundHandler | None = None
         self._offset: int | None = None
-        self._pending: set[asyncio.Future[None]] = set()
-        self._progress: OrderedDict[str, list[str]] = OrderedDict()
+        self._turns = InboundTurns(CHANNEL)
+        self._progress = ChunkProgress()
         self._connected = False
         self._last_inbound_ms: int | None = None
         self._last_ok_ms: int | None = None
@@ -266,16 +265,8 @@ class TelegramChannel:
             self._dispatch(inbound, on_inbound)
 
     def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
-        # Called in arrival order and never awaited here: the router schedules at call time.
         self._last_inbound_ms = self._now_ms()
-        future = asyncio.ensure_future(on_inbound(inbound))
-        self._pending.add(future)
-        future.add_done_callback(self._settled)
-
-    def _settled(self, future: asyncio.Future[None]) -> None:
-        self._pending.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("telegram: inbound handler failed", exc_info=future.exception())
+        self._turns.dispatch(inbound, on_inbound)
 
     async def _webhook(self, request: WebRequest) -> WebResponse:
         given = request.headers.get(SECRET_HEADER, "")
@@ -296,15 +287,12 @@ class TelegramChannel:
 
     async def send(self, out: Outbound) -> SentReceipt:
         chunks = reply_chunks(out.text)
-        sent = self._progress.setdefault(out.idempotency_key, [])
-        self._progress.move_to_end(out.idempotency_key)
-        while len(self._progress) > _PROGRESS_KEEP:
-            self._progress.popitem(last=False)
+        sent = self._progress.sent(out.idempotency_key)
         for index in range(len(sent), len(chunks)):
             html, plain = chunks[index]
             message = await self._send_chunk(out, html, plain, first=index == 0)
             sent.append(str(message.message_id))
-        self._progress.pop(out.idempotency_key, None)
+        self._progress.done(out.idempotency_key)
         return SentReceipt(platform_message_ids=tuple(sent))
 
     async def _send_chunk(self, out: Outbound, html: str, plain: str, *, first: bool) -> Message:
