@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import resource
 import sqlite3
 import statistics
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import reference_ms
+from bench.common import peak_rss_mib, reference_ms
 from gateway.clock import ManualClock
 from gateway.delivery import Delivery
 from gateway.llm import LLMRequest, LLMResponse, ToolCall
@@ -224,8 +223,7 @@ async def main() -> None:
         for concurrency in args.concurrency:
             await bench_executions(Path(tmp), args.due, concurrency)
         await bench_scan(Path(tmp), args.users)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory (max RSS): {peak:.0f} MiB")
+    print(f"peak memory (max RSS): {peak_rss_mib():.0f} MiB")
     print(f"machine speed after: reference loop {reference_ms():.0f} ms")
 
 

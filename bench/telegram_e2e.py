@@ -18,8 +18,8 @@ import asyncio
 import contextlib
 import json
 import logging
-import resource
 import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict, deque
@@ -29,18 +29,15 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import InstantModel, peak_rss_mib, percentile
 from channels.telegram import TelegramChannel
 from gateway.app import App
 from gateway.config import Config, Secrets, Settings
-from gateway.llm import LLMRequest, LLMResponse, TextPart
 
 TOKEN = "123456:BENCH"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Iris", "username": "iris_bot"}
-
-
-class ZeroLatencyModel:
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        return LLMResponse(parts=(TextPart("ok"),), stop_reason="end_turn", model="bench")
 
 
 class FakeBotAPI:
@@ -113,11 +110,6 @@ async def inject(api: FakeBotAPI, users: int, messages: int, rate: float) -> Non
         api.queue(10_000 + user, f"message {m} from {user}")
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def main(users: int, messages: int, rate: float) -> None:
     api = FakeBotAPI()
     api.expected = users * messages
@@ -138,7 +130,7 @@ async def main(users: int, messages: int, rate: float) -> None:
         async with App(
             config=config,
             channels=[channel],
-            llm_override=ZeroLatencyModel(),
+            llm_override=InstantModel(),
             use_llm_override=True,
         ) as app:
             stop = asyncio.Event()
@@ -156,13 +148,12 @@ async def main(users: int, messages: int, rate: float) -> None:
         for chat, sent_times in api.sent_at.items()
         for sent, queued in zip(sent_times, api.queued_at[chat], strict=False)
     ]
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     mode = f"paced at {rate:g}/s" if rate else "burst"
     print(f"telegram e2e ({mode}): {users} users x {messages} messages = {api.replies} replies")
     print(f"  throughput   {api.replies / elapsed:8.1f} msg/s  ({elapsed:.2f} s)")
     print(f"  latency p50  {statistics.median(latencies):8.1f} ms")
-    print(f"  latency p99  {percentile(latencies, 0.99):8.1f} ms")
-    print(f"  peak RSS     {peak_mb:8.1f} MiB")
+    print(f"  latency p99  {percentile(latencies, 99):8.1f} ms")
+    print(f"  peak RSS     {peak_rss_mib():8.1f} MiB")
 
 
 if __name__ == "__main__":

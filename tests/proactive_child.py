@@ -11,19 +11,15 @@ import sys
 from pathlib import Path
 
 from gateway.messages import Outbound, SentReceipt
-from tests.fakes import MemoryChannel
-from tests.proactive_support import harness
+from tests.proactive_support import FileChannel, harness
 
 
-class HangingChannel(MemoryChannel):
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
+class HangingChannel(FileChannel):
+    """Hangs inside the third send, after the platform got the message."""
 
     async def send(self, out: Outbound) -> SentReceipt:
-        with self.path.open("a") as f:
-            f.write(out.idempotency_key + "\n")
         if len(self.sent) == 2:
+            self.arrive(out)
             print("SENDING", flush=True)
             await asyncio.Event().wait()
         return await super().send(out)

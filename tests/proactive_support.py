@@ -50,6 +50,23 @@ class BlockingChannel(MemoryChannel):
         return await super().send(out)
 
 
+class FileChannel(MemoryChannel):
+    """Appends each delivered idempotency key to a file (the 'platform'), which outlives a
+    process that is killed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def arrive(self, out: Outbound) -> None:
+        with self.path.open("a") as f:
+            f.write(out.idempotency_key + "\n")
+
+    async def send(self, out: Outbound) -> SentReceipt:
+        self.arrive(out)
+        return await super().send(out)
+
+
 class Locks:
     def __init__(self) -> None:
         self.locks: dict[str, asyncio.Lock] = {}

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.messages import Outbound, SentReceipt
 from tests.fakes import MemoryChannel
-from tests.proactive_support import BlockingChannel, Locks, harness
+from tests.proactive_support import BlockingChannel, FileChannel, Locks, harness
 from vault.proactive import Item
 
 STEPS = ["claimed", "policy", "gated", "delivering", "mid-send", "sent"]
@@ -73,19 +72,6 @@ async def test_cancel_at_every_step_then_restart(tmp_path: Path, step: str, reco
 
 
 CHILD = Path(__file__).with_name("proactive_child.py")
-
-
-class FileChannel(MemoryChannel):
-    """Appends each delivered idempotency key to a file (the 'platform')."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-
-    async def send(self, out: Outbound) -> SentReceipt:
-        with self.path.open("a") as f:
-            f.write(out.idempotency_key + "\n")
-        return await super().send(out)
 
 
 @pytest.mark.slow
