@@ -204,3 +204,21 @@ async def run_clock_until(clock: ManualClock, done: Callable[[], bool]) -> None:
         wake = clock.next_wakeup_ms()
         if wake is not None:
             clock.set(wake)
+
+
+class Inbox:
+    """An `on_inbound` handler that keeps what a channel hands over; `wait(n)` for n of them."""
+
+    def __init__(self) -> None:
+        self.items: list[Inbound] = []
+        self.arrived = asyncio.Condition()
+
+    async def __call__(self, inbound: Inbound) -> None:
+        async with self.arrived:
+            self.items.append(inbound)
+            self.arrived.notify_all()
+
+    async def wait(self, count: int) -> list[Inbound]:
+        async with self.arrived:
+            await asyncio.wait_for(self.arrived.wait_for(lambda: len(self.items) >= count), 5)
+        return self.items

@@ -17,7 +17,8 @@ from gateway.errors import (
     DeliveryTransient,
     FatalChannelError,
 )
-from gateway.messages import ChatRef, Inbound, Outbound, WebRequest, WebResponse
+from gateway.messages import ChatRef, Outbound, WebRequest, WebResponse
+from tests.fakes import Inbox
 from tests.slack_fake import (
     BOT_TOKEN,
     SIGNING_SECRET,
@@ -31,22 +32,6 @@ from tests.slack_fake import (
 
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.items: list[Inbound] = []
-        self.arrived = asyncio.Condition()
-
-    async def __call__(self, inbound: Inbound) -> None:
-        async with self.arrived:
-            self.items.append(inbound)
-            self.arrived.notify_all()
-
-    async def wait(self, count: int) -> list[Inbound]:
-        async with self.arrived:
-            await asyncio.wait_for(self.arrived.wait_for(lambda: len(self.items) >= count), 5)
-        return self.items
 
 
 @pytest.fixture

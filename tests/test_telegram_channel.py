@@ -19,7 +19,8 @@ from gateway.errors import (
     DeliveryUncertain,
     FatalChannelError,
 )
-from gateway.messages import ChatRef, CommandInfo, Inbound, Outbound, WebRequest
+from gateway.messages import ChatRef, CommandInfo, Outbound, WebRequest
+from tests.fakes import Inbox
 from tests.telegram_fake import BASE, TOKEN, FakeBotAPI, error, message_update
 
 CHAT = ChatRef(channel="telegram", chat_id="42")
@@ -39,22 +40,6 @@ async def api() -> AsyncIterator[FakeBotAPI]:
 async def tg() -> AsyncIterator[TelegramChannel]:
     async with TelegramChannel(token=TOKEN, base_url=BASE) as channel:
         yield channel
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.items: list[Inbound] = []
-        self.arrived = asyncio.Condition()
-
-    async def __call__(self, inbound: Inbound) -> None:
-        async with self.arrived:
-            self.items.append(inbound)
-            self.arrived.notify_all()
-
-    async def wait(self, count: int) -> list[Inbound]:
-        async with self.arrived:
-            await asyncio.wait_for(self.arrived.wait_for(lambda: len(self.items) >= count), 5)
-        return self.items
 
 
 async def test_send_uses_html_and_escapes(api: FakeBotAPI, tg: TelegramChannel) -> None:
