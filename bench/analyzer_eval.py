@@ -26,7 +26,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from gateway.analyzer import Params, advance, analyze, judge_conversation
+from gateway.analyzer.detect import Params, advance, analyze, judge_conversation
 
 DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests/data/analyzer_cases.jsonl"
 ROUNDS = 30

@@ -7,7 +7,7 @@ import statistics
 import sys
 import time
 
-from gateway.llm import LLMRequest, LLMResponse, TextPart
+from gateway.core.llm import LLMRequest, LLMResponse, TextPart
 
 
 class InstantModel:

@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import peak_rss_mib, reference_ms
-from gateway.clock import ManualClock
-from gateway.delivery import Delivery
-from gateway.llm import LLMRequest, LLMResponse, ToolCall
-from gateway.messages import ChatRef, Outbound, SentReceipt
+from gateway.core.clock import ManualClock
+from gateway.core.llm import LLMRequest, LLMResponse, ToolCall
+from gateway.core.messages import ChatRef, Outbound, SentReceipt
+from gateway.turns.delivery import Delivery
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
 from proactive.policy import DAY_MS, HOUR_MS, PolicyConfig
@@ -37,8 +37,8 @@ from vault.db import Vault
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
-from vault.proactive import ProactiveStore
-from vault.proactive_log import ProactiveLog
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import ProactiveStore
 
 NOW = 1_780_000_000_000
 SEND = LLMResponse(

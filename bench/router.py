@@ -25,10 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import InstantModel, peak_rss_mib, reference_ms, summary_ms
-from gateway.app import App
-from gateway.config import Config, Secrets, Settings
-from gateway.messages import ChatRef, Inbound, SentReceipt, UserRef
-from gateway.ports import InboundHandler
+from gateway.app.app import App
+from gateway.app.config import Config, Secrets, Settings
+from gateway.core.messages import ChatRef, Inbound, SentReceipt, UserRef
+from gateway.core.ports import InboundHandler
 
 
 class NullChannel:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import InstantModel, peak_rss_mib, percentile
 from channels.telegram import TelegramChannel
-from gateway.app import App
-from gateway.config import Config, Secrets, Settings
+from gateway.app.app import App
+from gateway.app.config import Config, Secrets, Settings
 
 TOKEN = "123456:BENCH"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Iris", "username": "iris_bot"}

@@ -15,8 +15,8 @@ import asyncio
 import logging
 from collections import OrderedDict
 
-from gateway.messages import Inbound
-from gateway.ports import InboundHandler
+from gateway.core.messages import Inbound
+from gateway.core.ports import InboundHandler
 
 log = logging.getLogger(__name__)
 

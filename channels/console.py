@@ -15,9 +15,9 @@ import threading
 import time
 from typing import TextIO
 
-from gateway.formatting import to_plain
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentReceipt, UserRef
-from gateway.ports import InboundHandler
+from gateway.core.formatting import to_plain
+from gateway.core.messages import ChatKind, ChatRef, Inbound, Outbound, SentReceipt, UserRef
+from gateway.core.ports import InboundHandler
 
 CHANNEL = "console"
 LOCAL_CHAT = ChatRef(channel=CHANNEL, chat_id="local")

@@ -1,4 +1,4 @@
-"""The proactive engine's side of the admin surface (`gateway.admin_ops.ProactiveOps`), and
+"""The proactive engine's side of the admin surface (`gateway.core.admin_ops.ProactiveOps`), and
 the `/admin` subcommands built on it: one implementation for chat and for the HTTP API.
 
 Admin actions go through the same store operations and the same engine as everything else:
@@ -12,17 +12,17 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from gateway.admin_commands import Sub
-from gateway.admin_ops import JSON
-from gateway.api_schema import IntentRequest, TriggerRequest
-from gateway.commands import CommandCall
-from gateway.errors import NotFound, ToolError, UserInputError, WrongState
+from gateway.admin.chat import Sub
+from gateway.admin.schema import IntentRequest, TriggerRequest
+from gateway.core.admin_ops import JSON
+from gateway.core.errors import NotFound, ToolError, UserInputError, WrongState
+from gateway.turns.commands import CommandCall
 from proactive.engine import Engine
 from proactive.policy import PolicyConfig, local_day_start_ms, user_prefs
 from proactive.tools import MAX_AHEAD_MS, MIN_DELAY_MS, parse_at
-from vault.proactive import ProactiveStore
-from vault.proactive_admin import ProactiveAdminQueries
-from vault.proactive_log import ProactiveLog
+from vault.proactive.admin import ProactiveAdminQueries
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import ProactiveStore
 
 
 class ProactiveAdmin:

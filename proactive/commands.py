@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 
-from gateway.commands import Command, CommandCall
-from gateway.errors import UserInputError
+from gateway.core.errors import UserInputError
+from gateway.turns.commands import Command, CommandCall
 from proactive.policy import PolicyConfig, local, user_prefs
 from vault.conversations import Conversations
-from vault.proactive import ProactiveStore
-from vault.proactive_log import ProactiveLog
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import ProactiveStore
 
 _QUIET = re.compile(r"(\d{1,2})(?::00)?\s*-\s*(\d{1,2})(?::00)?")
 

@@ -25,15 +25,15 @@ from datetime import UTC, datetime
 
 from croniter import croniter
 
-from gateway.config import ProactiveSection
-from gateway.messages import Outbound, OutboundKind
-from gateway.ports import Clock
+from gateway.app.config import ProactiveSection
+from gateway.core.messages import Outbound, OutboundKind
+from gateway.core.ports import Clock
 from proactive.execute import Executor
 from proactive.policy import DAY_MS, HOUR_MS
 from proactive.tick import TickCache
 from vault.db import Vault
-from vault.proactive import Delivering, Item, ProactiveStore
-from vault.proactive_scan import ScanResult, scan
+from vault.proactive.scan import ScanResult, scan
+from vault.proactive.store import Delivering, Item, ProactiveStore
 
 log = logging.getLogger(__name__)
 

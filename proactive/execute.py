@@ -22,15 +22,15 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.errors import (
+from gateway.core.errors import (
     DeliveryUncertain,
     ModelError,
     ModelNotConfigured,
     ModelUnavailable,
 )
-from gateway.llm import LLMRequest, LLMResponse
-from gateway.messages import Outbound, OutboundKind
-from gateway.ports import Clock
+from gateway.core.llm import LLMRequest, LLMResponse
+from gateway.core.messages import Outbound, OutboundKind
+from gateway.core.ports import Clock
 from proactive.gate import (
     Decision,
     GateContext,
@@ -57,9 +57,9 @@ from proactive.policy import (
 from proactive.tick import TickCache
 from vault.batch import SyncBody
 from vault.memories import Memories
-from vault.proactive import Item, LostClaim, ProactiveStore, QuotaCheck
-from vault.proactive_log import ProactiveLog
-from vault.proactive_tx import complete_in
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import Item, LostClaim, ProactiveStore, QuotaCheck
+from vault.proactive.tx import complete_in
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gateway.llm import LLMMessage, LLMRequest, LLMResponse, ToolSpec
+from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse, ToolSpec
 
 log = logging.getLogger(__name__)
 

@@ -4,18 +4,18 @@
 with every message, so it stays out of the cached prefix): the quota left today in the user's
 local day, the engagement rate, the pending follow-ups with their ids, and when to register
 one.
-Engagement is marked by `vault.proactive_log.engagement_record_hook`, inside the transaction
+Engagement is marked by `vault.proactive.log.engagement_record_hook`, inside the transaction
 that records the user's message.
 """
 
 from __future__ import annotations
 
-from gateway.context import ContextItem, Phase, Position
-from gateway.scope import Scope
+from gateway.agent.context import ContextItem, Phase, Position
+from gateway.core.scope import Scope
 from proactive.policy import PolicyConfig, local, local_day_start_ms, user_prefs
 from proactive.tools import render_quota
-from vault.proactive import ProactiveStore
-from vault.proactive_log import ProactiveLog
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import ProactiveStore
 
 GUIDE = (
     "You can follow up later on your own. When the user commits to something (\"I'll fix the "

@@ -17,8 +17,8 @@ from typing import Any
 
 from proactive.policy import DAY_MS, PolicyConfig, in_quiet_hours, local, user_prefs
 from vault.db import Vault
-from vault.proactive import TRIGGER_TYPES
-from vault.proactive_log import ProactiveLog
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import TRIGGER_TYPES
 
 INTENT_OUTCOMES = ("sent", "skipped", "expired", "cancelled", "failed", "uncertain")
 

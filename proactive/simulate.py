@@ -27,11 +27,11 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from gateway.clock import ManualClock
-from gateway.delivery import Delivery
-from gateway.errors import DeliveryPermanent, DeliveryUncertain
-from gateway.llm import LLMRequest, LLMResponse, TextPart, ToolCall
-from gateway.messages import ChatRef, Inbound, Outbound, SentReceipt, UserRef
+from gateway.core.clock import ManualClock
+from gateway.core.errors import DeliveryPermanent, DeliveryUncertain
+from gateway.core.llm import LLMRequest, LLMResponse, TextPart, ToolCall
+from gateway.core.messages import ChatRef, Inbound, Outbound, SentReceipt, UserRef
+from gateway.turns.delivery import Delivery
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
 from proactive.gate import DECISION_TOOL
@@ -42,8 +42,8 @@ from vault.db import Vault
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
-from vault.proactive import ProactiveStore
-from vault.proactive_log import ProactiveLog
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import ProactiveStore
 
 START = "2026-03-06T00:00:00+00:00"
 ZONES = (

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from proactive.policy import QuotaCounts
-from vault.proactive_log import ProactiveLog
+from vault.proactive.log import ProactiveLog
 
 
 @dataclass

@@ -14,13 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from gateway.errors import ToolError
-from gateway.scope import Scope
-from gateway.tools import Tool
+from gateway.agent.tools import Tool
+from gateway.core.errors import ToolError
+from gateway.core.scope import Scope
 from proactive.policy import PolicyConfig, local, local_day_start_ms, user_prefs
-from vault.proactive import ProactiveStore
-from vault.proactive_log import Overview, ProactiveLog
-from vault.proactive_scan import ScanResult
+from vault.proactive.log import Overview, ProactiveLog
+from vault.proactive.scan import ScanResult
+from vault.proactive.store import ProactiveStore
 
 MAX_AHEAD_MS = 365 * 86_400_000
 MIN_DELAY_MS = 60_000

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import App
-from gateway.clock import ManualClock
-from gateway.config import Config, Secrets, Settings
-from gateway.ports import LLM, Channel, Clock
+from gateway.app.app import App
+from gateway.app.config import Config, Secrets, Settings
+from gateway.core.clock import ManualClock
+from gateway.core.ports import LLM, Channel, Clock
 from tests.fakes import FakeLLM, MemoryChannel
 
 

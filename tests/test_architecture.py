@@ -10,14 +10,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "channels", "proactive", "vault")
 WIRING = {
-    "gateway.app",
-    "gateway.app_channels",
-    "gateway.app_proactive",
-    "gateway.cli",
-    "gateway.__main__",
+    "gateway.app.app",
+    "gateway.app.channels",
+    "proactive.feature",
+    "gateway.app.cli",
+    "gateway.app.__main__",
 }
-CHANNEL_MAY_USE = {"gateway.messages", "gateway.ports", "gateway.errors", "gateway.formatting"}
-VAULT_MAY_USE = {"gateway.messages", "gateway.errors"}
+CHANNEL_MAY_USE = {
+    "gateway.core.messages",
+    "gateway.core.ports",
+    "gateway.core.errors",
+    "gateway.core.formatting",
+}
+VAULT_MAY_USE = {"gateway.core.messages", "gateway.core.errors"}
 SHARED_BY_CHANNELS = "channels.common"  # bookkeeping every platform channel needs
 
 
@@ -93,13 +98,15 @@ def violations(rule: str) -> list[str]:
                 and (target == "channels" or imported in WIRING)
             ):
                 bad.append(f"{module} imports {imported}")
-            if rule == "messages" and module == "gateway.messages":
+            if rule == "messages" and module == "gateway.core.messages":
                 bad.append(f"{module} imports {imported}")
     return bad
 
 
 def test_modules_were_found() -> None:
-    assert {"gateway.router", "gateway.app", "channels.console", "vault.db"} <= set(MODULES)
+    assert {"gateway.turns.router", "gateway.app.app", "channels.console", "vault.db"} <= set(
+        MODULES
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,4 +118,4 @@ def test_import_rule(rule: str) -> None:
 
 
 def test_the_router_never_imports_a_channel() -> None:
-    assert not any(i.startswith("channels") for i in MODULES["gateway.router"])
+    assert not any(i.startswith("channels") for i in MODULES["gateway.turns.router"])

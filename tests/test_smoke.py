@@ -1,4 +1,4 @@
-from gateway.app import App
+from gateway.app.app import App
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, cast
 
 import aiosqlite
 
-from gateway.errors import VaultError
+from gateway.core.errors import VaultError
 
 T = TypeVar("T")
 SyncBody = Callable[[sqlite3.Connection], T]

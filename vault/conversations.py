@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.messages import ChatRef, Inbound, UserRef
+from gateway.core.messages import ChatRef, Inbound, UserRef
 from vault.db import Vault
 from vault.history import NO_LIMIT, RecentHistory, StoredMessage, Window
 from vault.inbound import claim

@@ -37,7 +37,7 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from gateway.errors import VaultError
+from gateway.core.errors import VaultError
 from vault.batch import Batcher, SyncBody, read_batch, write_batch
 
 log = logging.getLogger(__name__)

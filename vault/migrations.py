@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.errors import VaultError
+from gateway.core.errors import VaultError
 from vault.db import Vault
 
 log = logging.getLogger(__name__)

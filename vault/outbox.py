@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.messages import ChatRef, Outbound, OutboundKind
+from gateway.core.messages import ChatRef, Outbound, OutboundKind
 from vault.batch import SyncBody
 from vault.db import Row, Vault
 

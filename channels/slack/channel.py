@@ -37,7 +37,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.common import ChunkProgress, InboundTurns
-from gateway.errors import (
+from gateway.core.errors import (
     ChannelUnavailable,
     ChatUnreachable,
     DeliveryError,
@@ -46,7 +46,7 @@ from gateway.errors import (
     DeliveryUncertain,
     FatalChannelError,
 )
-from gateway.messages import (
+from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
     Inbound,
@@ -55,7 +55,7 @@ from gateway.messages import (
     WebRequest,
     WebResponse,
 )
-from gateway.ports import InboundHandler, WebRoute
+from gateway.core.ports import InboundHandler, WebRoute
 
 from .events import (
     CHANNEL,

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.formatting import split_text, to_mrkdwn
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.core.formatting import split_text, to_mrkdwn
+from gateway.core.messages import ChatKind, ChatRef, Inbound, UserRef
 
 CHANNEL = "slack"
 # Slack truncates long messages and recommends at most 4,000 characters per message.

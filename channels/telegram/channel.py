@@ -43,7 +43,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.common import ChunkProgress, InboundTurns
-from gateway.errors import (
+from gateway.core.errors import (
     ChannelUnavailable,
     ChatUnreachable,
     DeliveryError,
@@ -52,7 +52,7 @@ from gateway.errors import (
     DeliveryUncertain,
     FatalChannelError,
 )
-from gateway.messages import (
+from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
     CommandInfo,
@@ -62,7 +62,7 @@ from gateway.messages import (
     WebRequest,
     WebResponse,
 )
-from gateway.ports import InboundHandler, WebRoute
+from gateway.core.ports import InboundHandler, WebRoute
 
 from .events import CHANNEL, BotIdentity, reply_chunks, update_to_inbound
 

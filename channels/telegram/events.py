@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from telegram import Message, MessageEntity, Update
 
-from gateway.formatting import split_text, to_plain, to_telegram_html, utf16_len
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.core.formatting import split_text, to_plain, to_telegram_html, utf16_len
+from gateway.core.messages import ChatKind, ChatRef, Inbound, UserRef
 
 CHANNEL = "telegram"
 # Telegram's limit is 4096 characters after entity parsing, counted in UTF-16 code units.

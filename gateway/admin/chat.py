@@ -1,0 +1,144 @@
+"""`/admin <sub>` (Slack: `/iris admin <sub>`): the admin surface in chat.
+
+Admins are decided by the gateway (`[auth] admins` and the local terminal user), never by the
+model. Every admin action is audited with its outcome; refusals are audited through the
+registry's `on_denied` hook. Subcommands are pluggable: the core brings `stats`, `users`,
+`trace` and `audit`; the proactive engine adds `intents`, `triggers`, `cancel`, `fire`,
+`scan` and `quota` when it is wired.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gateway.admin.stats import Stats, render
+from gateway.agent.context import TraceStore
+from gateway.core.errors import UserInputError
+from gateway.core.ports import Clock
+from gateway.turns.commands import Command, CommandCall
+from vault.audit import AuditLog, Outcome
+from vault.db import Vault
+
+log = logging.getLogger(__name__)
+
+SubHandler = Callable[[CommandCall, str], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sub:
+    name: str
+    usage: str
+    summary: str
+    handler: SubHandler
+
+
+def when(ms: int | None) -> str:
+    if not ms:
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+class AdminCommands:
+    def __init__(
+        self, *, vault: Vault, audit: AuditLog, stats: Stats, traces: TraceStore, clock: Clock
+    ) -> None:
+        self.vault = vault
+        self.audit = audit
+        self.stats = stats
+        self.traces = traces
+        self.clock = clock
+        self.subs: dict[str, Sub] = {}
+        self.add(
+            Sub("stats", "", "messages, model use, suggestions (24 h and 30 days)", self._stats)
+        )
+        self.add(Sub("users", "", "known users: last seen, time zone, settings", self._users))
+        self.add(Sub("trace", "", "the context of this chat's last model request", self._trace))
+        self.add(Sub("audit", "", "recent admin actions", self._audit))
+
+    def add(self, sub: Sub) -> None:
+        self.subs[sub.name] = sub
+
+    def command(self) -> Command:
+        return Command(
+            "admin", "admin tools (admins only)", self.run, usage="<sub> [args]", admin_only=True
+        )
+
+    async def denied(self, call: CommandCall) -> None:
+        await self._record(call, call.args.split(" ", 1)[0] or "admin", "refused", "not allowed")
+
+    async def run(self, call: CommandCall) -> str:
+        name, _, args = call.args.strip().partition(" ")
+        sub = self.subs.get(name.lower())
+        if sub is None:
+            return self._help(call, unknown=name)
+        try:
+            result = await sub.handler(call, args.strip())
+        except UserInputError as exc:
+            await self._record(call, sub.name, "error", exc.user_message)
+            raise
+        except Exception:
+            await self._record(call, sub.name, "error", "internal error")
+            raise
+        await self._record(call, sub.name, "ok", result.splitlines()[0] if result else "")
+        return result
+
+    def _help(self, call: CommandCall, *, unknown: str) -> str:
+        head = f"Unknown admin command '{unknown}'.\n\n" if unknown else ""
+        lines = [f"{head}Admin commands:"]
+        for sub in self.subs.values():
+            usage = f" {sub.usage}" if sub.usage else ""
+            lines.append(f"• {call.hint('admin')} {sub.name}{usage} — {sub.summary}")
+        return "\n".join(lines)
+
+    async def _record(self, call: CommandCall, action: str, outcome: Outcome, result: str) -> None:
+        await self.audit.record(
+            actor=call.scope.user.key,
+            via=call.scope.chat.channel,
+            action=f"admin {action}",
+            args={"args": call.args},
+            outcome=outcome,
+            result=result,
+            now_ms=self.clock.now_ms(),
+        )
+
+    async def _stats(self, call: CommandCall, args: str) -> str:
+        return render(await self.stats.collect(self.clock.now_ms()))
+
+    async def _users(self, call: CommandCall, args: str) -> str:
+        rows = await self.vault.fetchall(
+            """SELECT channel, user_id, display_name, timezone, settings, last_seen_ms
+               FROM users ORDER BY last_seen_ms DESC LIMIT 100"""
+        )
+        if not rows:
+            return "No users yet."
+        lines = ["Users (most recent first):"]
+        for r in rows:
+            name = f" ({r['display_name']})" if r["display_name"] else ""
+            settings = json.loads(r["settings"])
+            proactive = "off" if settings.get("proactive_enabled") is False else "on"
+            lines.append(
+                f"• {r['channel']}:{r['user_id']}{name} — last seen {when(r['last_seen_ms'])}, "
+                f"tz {r['timezone'] or 'default'}, proactive {proactive}"
+            )
+        return "\n".join(lines)
+
+    async def _trace(self, call: CommandCall, args: str) -> str:
+        trace = self.traces.get(call.scope.chat.key)
+        if trace is None:
+            return "No model request in this chat since Iris started."
+        kept = "\n".join(f"  - {k}" for k in trace.kept)
+        return f"{trace.render()}\nKept:\n{kept}"
+
+    async def _audit(self, call: CommandCall, args: str) -> str:
+        entries = await self.audit.recent(limit=20)
+        if not entries:
+            return "The audit log is empty."
+        return "Recent admin actions:\n" + "\n".join(
+            f"• {when(e.at_ms)} {e.actor} via {e.via}: {e.action} -> {e.outcome}"
+            + (f" ({e.result})" if e.result else "")
+            for e in entries
+        )

@@ -1,0 +1,132 @@
+"""The one HTTP server of Iris (aiohttp): webhooks, `GET /healthz` and the admin API.
+
+Components contribute `WebRoute`s (framework-free handlers from `gateway.core.ports`) or plain
+aiohttp handlers before the server starts (`App._start_http` is where routes are added; aiohttp
+freezes its router once serving); entering the context manager binds the socket, and
+leaving it stops accepting and closes open connections. Port 0 binds a free port (tests);
+`port` tells which one was bound. A handler that raises answers 500 with a fixed text — the
+exception is logged, never echoed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+
+from gateway.core.errors import ConfigError
+from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
+from gateway.core.ports import WebHandler, WebRoute
+
+log = logging.getLogger(__name__)
+
+# Slack and Telegram payloads are small; a cap keeps a hostile client from filling memory.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class HttpServer:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 8787) -> None:
+        self._host = host
+        self._port = port
+        self._app = web.Application(client_max_size=MAX_BODY_BYTES)
+        self._runner: web.AppRunner | None = None
+        self._bound_port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._bound_port is None:
+            raise RuntimeError("the HTTP server is not listening")
+        return self._bound_port
+
+    def add_route(self, route: WebRoute) -> None:
+        self._app.router.add_route(route.method, route.path, _adapt(route.handler))
+
+    def add_aiohttp_route(
+        self,
+        method: str,
+        path: str,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> None:
+        """For core routes that want aiohttp directly (e.g. the admin API)."""
+        self._app.router.add_route(method, path, handler)
+
+    async def __aenter__(self) -> Self:
+        runner = web.AppRunner(self._app, handle_signals=False, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self._host, self._port)
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(
+                [f"http: cannot listen on {self._host}:{self._port} ({exc.strerror})"]
+            ) from exc
+        self._runner = runner
+        addresses = runner.addresses
+        self._bound_port = int(addresses[0][1]) if addresses else self._port
+        log.info("HTTP server listening on %s:%d", self._host, self._bound_port)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+            self._bound_port = None
+
+
+def _adapt(handler: WebHandler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.read()
+        req = WebRequest(
+            method=request.method,
+            path=request.path,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            query=request.query_string,
+            body=body,
+        )
+        try:
+            res = await handler(req)
+        except Exception:
+            log.exception("HTTP handler for %s failed", request.path)
+            return web.Response(status=500, text="internal error")
+        return web.Response(
+            status=res.status, text=res.body, content_type=res.content_type, headers=res.headers
+        )
+
+    return handle
+
+
+def health_report(healths: Sequence[ChannelHealth]) -> dict[str, object]:
+    """The `/healthz` document: overall `ok` only if every channel says it is connected.
+
+    Each channel judges staleness itself (a poller knows its poll period; an events endpoint
+    may be quiet for hours and still be fine).
+    """
+    channels = {
+        h.channel: {
+            "connected": h.connected,
+            "last_inbound_ms": h.last_inbound_ms,
+            "last_ok_ms": h.last_ok_ms,
+            "detail": h.detail,
+        }
+        for h in healths
+    }
+    return {"ok": all(h.connected for h in healths), "channels": channels}
+
+
+def health_route(collect: Callable[[], Sequence[ChannelHealth]]) -> WebRoute:
+    async def healthz(request: WebRequest) -> WebResponse:
+        report = health_report(collect())
+        return WebResponse(
+            status=200 if report["ok"] else 503,
+            body=json.dumps(report),
+            content_type="application/json",
+        )
+
+    return WebRoute("GET", "/healthz", healthz)

@@ -1,0 +1,391 @@
+"""The composition root: the only module that builds concrete pieces and wires them together.
+
+`App` opens resources in order with an `AsyncExitStack` (vault first, so it closes last),
+builds the stores, the model adapter, the context pipeline, tools, commands, delivery and the
+router, and `serve()` runs the channels (and background services) under one `TaskGroup`.
+Shutdown: the stop event stops intake (channels are cancelled), in-flight turns drain under a
+deadline, background work is cancelled, then the exit stack closes everything in reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from gateway.admin.api import AdminApi
+from gateway.admin.chat import AdminCommands
+from gateway.admin.gauges import register_vault_metrics
+from gateway.admin.http import HttpServer, health_route
+from gateway.admin.stats import Stats
+from gateway.agent.agent import Agent
+from gateway.agent.anthropic_llm import AnthropicLLM
+from gateway.agent.context import ContextPipeline, TraceStore
+from gateway.agent.memory_tools import memory_tools
+from gateway.agent.providers import (
+    CurrentMessageProvider,
+    HistoryProvider,
+    MemoryProvider,
+    PersonaProvider,
+    ProfileProvider,
+    SummaryProvider,
+)
+from gateway.agent.tools import ToolRegistry
+from gateway.analyzer.watcher import ContextWatch
+from gateway.app.config import Config
+from gateway.core.admin_ops import ProactiveOps
+from gateway.core.clock import SystemClock
+from gateway.core.errors import ChannelUnavailable, ConfigError, FatalChannelError, VaultError
+from gateway.core.messages import ChannelHealth, ChatRef, CommandInfo
+from gateway.core.metrics import Metrics
+from gateway.core.ports import (
+    LLM,
+    Channel,
+    Clock,
+    ReportsHealth,
+    ServesRoutes,
+    TakesCommands,
+)
+from gateway.turns.auth import Authorizer
+from gateway.turns.commands import CommandRegistry
+from gateway.turns.core_commands import CoreCommands
+from gateway.turns.delivery import Delivery
+from gateway.turns.replies import Replier
+from gateway.turns.router import Router, Step
+from gateway.turns.steps import (
+    TurnHook,
+    agent_step,
+    analyzer_step,
+    auth_step,
+    command_step,
+    dedupe_step,
+    hooks_step,
+    record_step,
+)
+from proactive.engine import Engine
+from proactive.feature import wire_proactive
+from vault.analyzer import AnalyzerStore
+from vault.audit import AuditLog
+from vault.conversations import Conversations, RecordHook
+from vault.db import Vault
+from vault.inbound import InboundLog
+from vault.memories import Memories
+from vault.migrations import migrate
+from vault.outbox import Outbox
+from vault.proactive.log import ProactiveLog
+from vault.proactive.store import ProactiveStore
+from vault.usage import UsageLog
+
+log = logging.getLogger(__name__)
+
+CHANNEL_BACKOFF_MAX_S = 60.0
+HOUSEKEEPING_INTERVAL_S = 24 * 3600.0
+DEDUPE_KEEP_MS = 30 * 24 * 3600 * 1000
+
+
+@dataclass
+class App:
+    config: Config
+    channels: list[Channel]
+    clock: Clock = field(default_factory=SystemClock)
+    llm_override: LLM | None = None
+    use_llm_override: bool = False
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._build()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stack.aclose()
+
+    async def _build(self) -> None:
+        await self._build_stores()
+        self._build_agent()
+        self._build_commands()
+        await self._build_delivery()
+        self._build_router()
+        self.proactive_store: ProactiveStore
+        self.proactive_log: ProactiveLog
+        self.proactive_engine: Engine | None
+        wire_proactive(self)
+        # Every command is registered now: platform menus get the complete list.
+        menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
+        for channel in self.channels:
+            if isinstance(channel, TakesCommands):
+                channel.use_commands(menu)
+        # Settled before anything can send; the resend of never-attempted rows runs in the
+        # background once serving (a platform outage must not hold the start-up).
+        await self.delivery.settle_interrupted()
+        self.http = await self._start_http()
+
+    async def _build_stores(self) -> None:
+        s = self.config.settings
+        self.vault = await self._stack.enter_async_context(
+            Vault(s.vault.path, busy_timeout_ms=s.vault.busy_timeout_ms)
+        )
+        await migrate(self.vault)
+        self.conversations = Conversations(self.vault)
+        self.memories = Memories(self.vault)
+        self.outbox = Outbox(self.vault)
+        self.inbound_log = InboundLog(self.vault)
+        self.usage = UsageLog(self.vault)
+        self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
+        # The counters stay readable (admin stats) while the analyzer is switched off.
+        self.analyzer_store = AnalyzerStore(self.vault)
+        self.audit = AuditLog(self.vault)
+        self.metrics = Metrics()
+        register_vault_metrics(self.metrics, self.vault, self.outbox)
+        self.llm = await self._build_llm()
+
+    def _build_agent(self) -> None:
+        s = self.config.settings
+        self.traces = TraceStore()
+        self.pipeline = ContextPipeline(
+            budget_tokens=s.context.max_tokens,
+            providers=[
+                PersonaProvider(s.context.persona),
+                ProfileProvider(s.proactive.default_timezone),
+                SummaryProvider(),
+                HistoryProvider(self.conversations, s.context.history_messages),
+                CurrentMessageProvider(),
+                MemoryProvider(self.memories, s.context.memories),
+            ],
+        )
+        self.tools = ToolRegistry()
+        self.tools.register(*memory_tools(self.memories))
+        self.agent = Agent(
+            llm=self.llm,
+            model=s.llm.model,
+            pipeline=self.pipeline,
+            tools=self.tools,
+            usage=self.usage,
+            traces=self.traces,
+            max_tokens=s.llm.max_tokens,
+            max_rounds=s.llm.max_tool_rounds,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+
+    def _build_commands(self) -> None:
+        s = self.config.settings
+        self.commands = CommandRegistry()
+        self.commands.register(
+            *CoreCommands(
+                registry=self.commands,
+                conversations=self.conversations,
+                memories=self.memories,
+                agent=self.agent,
+                context_budget=s.context.max_tokens,
+                default_timezone=s.proactive.default_timezone,
+            ).commands()
+        )
+        self.stats = Stats(vault=self.vault, usage=self.usage, analyzer=self.analyzer_store)
+        self.admin = AdminCommands(
+            vault=self.vault, audit=self.audit, stats=self.stats, traces=self.traces,
+            clock=self.clock,
+        )  # fmt: skip
+        self.commands.register(self.admin.command())
+        self.commands.on_denied = self.admin.denied
+        self.proactive_ops: ProactiveOps | None = None  # set by wire_proactive when enabled
+
+    async def _build_delivery(self) -> None:
+        s = self.config.settings
+        self.channel_map = {c.name: c for c in self.channels}
+        for channel in self.channels:
+            if hasattr(channel, "__aenter__"):
+                await self._stack.enter_async_context(channel)  # type: ignore[arg-type]
+        self.delivery = Delivery(
+            outbox=self.outbox,
+            channels=self.channel_map,
+            clock=self.clock,
+            max_attempts=s.delivery.max_attempts,
+            backoff_base_s=s.delivery.backoff_base_s,
+            backoff_max_s=s.delivery.backoff_max_s,
+            on_unreachable=self._mark_unreachable,
+            metrics=self.metrics,
+        )
+        self.replier = Replier(
+            delivery=self.delivery,
+            conversations=self.conversations,
+            channels=self.channel_map,
+            clock=self.clock,
+        )
+
+    def _build_router(self) -> None:
+        s = self.config.settings
+        self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
+        self.turn_hooks: list[TurnHook] = []
+        self.record_hooks: list[RecordHook] = []
+        self.analyzer: ContextWatch | None = None
+        if s.analyzer.enabled:
+            self.analyzer = ContextWatch(
+                store=self.analyzer_store,
+                conversations=self.conversations,
+                settings=s.analyzer,
+                call=self.agent.call if self.llm is not None else None,
+            )
+            self.turn_hooks.append(self.analyzer.observe)
+        self.router = Router(
+            steps=self._steps(),
+            replier=self.replier,
+            clock=self.clock,
+            max_concurrency=s.router.max_concurrency,
+            drain_timeout_s=s.router.drain_timeout_s,
+            metrics=self.metrics,
+        )
+
+    async def _start_http(self) -> HttpServer | None:
+        """The HTTP server starts last, once the router can take what its routes receive."""
+        s = self.config.settings
+        routes = [r for c in self.channels if isinstance(c, ServesRoutes) for r in c.routes()]
+        if not s.http.enabled:
+            if routes:
+                raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
+            return None
+        server = HttpServer(host=s.http.host, port=s.http.port)
+        for route in routes:
+            server.add_route(route)
+        server.add_route(health_route(self.channel_health))
+        self._mount_admin_api(server)
+        return await self._stack.enter_async_context(server)
+
+    def _mount_admin_api(self, server: HttpServer) -> None:
+        token = self.config.secrets.get("IRIS_API_TOKEN")
+        if token is None:
+            log.info("admin API is off: IRIS_API_TOKEN is not set")
+            return
+        api = AdminApi(
+            token=token,
+            ops=self.proactive_ops,
+            stats=self.stats,
+            metrics=self.metrics,
+            audit=self.audit,
+            clock=self.clock,
+        )
+        for method, path, handler in api.routes():
+            server.add_aiohttp_route(method, path, handler)
+
+    def channel_health(self) -> list[ChannelHealth]:
+        return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
+
+    def _steps(self) -> list[Step]:
+        s = self.config.settings
+        return [
+            dedupe_step(),
+            auth_step(self.authorizer, self.inbound_log, self.replier),
+            record_step(
+                self.conversations, max_chars=s.router.max_message_chars, hooks=self.record_hooks
+            ),
+            hooks_step(self.turn_hooks),
+            command_step(self.commands, self.replier),
+            *([analyzer_step(self.analyzer.suggest, self.replier)] if self.analyzer else []),
+            agent_step(self.agent, self.replier),
+        ]
+
+    async def _build_llm(self) -> LLM | None:
+        if self.use_llm_override:
+            return self.llm_override
+        key = self.config.secrets.get("ANTHROPIC_API_KEY")
+        if key is None:
+            log.warning("ANTHROPIC_API_KEY is not set: chat messages get a 'no model' notice")
+            return None
+        llm = self.config.settings.llm
+        return await self._stack.enter_async_context(
+            AnthropicLLM(
+                api_key=key,
+                model=llm.model,
+                base_url=llm.base_url,
+                timeout_s=llm.timeout_s,
+                max_retries=llm.max_retries,
+            )
+        )
+
+    async def _mark_unreachable(self, chat: ChatRef) -> None:
+        await self.conversations.mark_unreachable(chat, self.clock.now_ms())
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Run channels and background services until `stop` is set, then shut down in order.
+
+        A `FatalChannelError` (e.g. an invalid token) ends the app and is raised as itself,
+        not wrapped in the task group's ExceptionGroup, so the CLI can print it in one line.
+        """
+        try:
+            await self._serve(stop)
+        except BaseExceptionGroup as group:
+            fatal = group.subgroup(FatalChannelError)
+            if fatal is None:
+                raise
+            leaf: BaseException = fatal
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            raise leaf from group
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as tg:
+            intake = [
+                tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels
+            ]
+            background = [tg.create_task(job(), name="background") for job in self.background]
+            background.append(tg.create_task(self.delivery.resend_pending(), name="resend"))
+            # Housekeeping in wall-clock time, whatever clock the app runs on.
+            background.append(
+                tg.create_task(self.vault.run_checkpoints(asyncio.sleep), name="checkpoints")
+            )
+            background.append(tg.create_task(self._housekeeping(), name="housekeeping"))
+            await stop.wait()
+            log.info("stopping: no new messages; draining in-flight turns")
+            for task in intake:
+                task.cancel()
+            if intake:
+                await asyncio.wait(intake)
+            await self.router.drain()
+            for task in background:
+                task.cancel()
+
+    async def _housekeeping(self) -> None:
+        """Once a day: forget dedupe keys older than a month (platforms redeliver for days, not
+        months), so the table stays small."""
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            try:
+                dropped = await self.inbound_log.purge(self.clock.now_ms() - DEDUPE_KEEP_MS)
+                log.info("housekeeping: %d old dedupe keys dropped", dropped)
+            except VaultError:
+                log.exception("housekeeping failed")
+
+    async def _supervise(self, channel: Channel) -> None:
+        """Restart a channel after transient errors with capped backoff; fatal errors stop Iris."""
+        delay = 1.0
+        trace: Exception | None
+        while True:
+            started_ms = self.clock.now_ms()
+            try:
+                await channel.run(self.router.submit)
+                return
+            except FatalChannelError:
+                raise
+            except ChannelUnavailable as exc:  # expected (network, outage): no traceback
+                problem, trace = str(exc), None
+            except Exception as exc:
+                problem, trace = f"failed ({type(exc).__name__})", exc
+            if self.clock.now_ms() - started_ms > CHANNEL_BACKOFF_MAX_S * 1000:
+                delay = 1.0  # it ran fine for a while: a new outage, not the same one
+            log.warning(
+                "channel %s: %s; restarting in %.0f s", channel.name, problem, delay, exc_info=trace
+            )
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, CHANNEL_BACKOFF_MAX_S)

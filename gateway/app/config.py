@@ -1,0 +1,348 @@
+"""Configuration: `config.toml` plus `IRIS_<SECTION>__<KEY>` environment overrides.
+
+Loaded once, validated completely, before anything starts. Every problem becomes one line naming
+the key path (`llm.max_tokens: ...`) and never echoes the value, so a secret pasted into the wrong
+key does not end up in a terminal or a log. Secrets are read from the environment only: they are
+not fields of the TOML model, so a secret written into the file is an "unknown key" error.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources.utils import parse_env_vars
+
+from gateway.core.errors import ConfigError
+
+DEFAULT_CONFIG_FILE = Path("config.toml")
+ENV_PREFIX = "IRIS_"
+
+# The environment `load_config` was handed; tests pass their own mapping instead of os.environ.
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("iris_config_env", default=None)
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        env = _ENVIRON.get()
+        return parse_env_vars(
+            os.environ if env is None else env,
+            self.case_sensitive,
+            self.env_ignore_empty,
+            self.env_parse_none_str,
+        )
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_timezone(name: str) -> str:
+    """Return `name` if it is an IANA zone; raise ValueError otherwise."""
+    if not name or name.startswith(("/", ".")) or ".." in name:
+        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)") from exc
+    return name
+
+
+class VaultSection(_Section):
+    path: Path = Path("iris.db")
+    busy_timeout_ms: int = Field(5000, ge=0)
+
+
+class LLMSection(_Section):
+    model: str = Field("claude-sonnet-5-5", min_length=1)
+    base_url: str = ""
+    max_tokens: int = Field(2048, ge=16, le=20000)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(1, ge=0, le=5)
+    max_tool_rounds: int = Field(6, ge=1, le=50)
+
+
+class AuthSection(_Section):
+    # Entries are "<channel>:<user id>" or "<channel>:*". An empty `allow` admits admins only.
+    admins: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+
+    @field_validator("admins", "allow")
+    @classmethod
+    def _entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            channel, sep, user = entry.partition(":")
+            if not sep or not channel or not user:
+                raise ValueError("entries look like 'telegram:12345' or 'slack:U0123'")
+        return value
+
+
+class ContextSection(_Section):
+    max_tokens: int = Field(24000, ge=512)
+    history_messages: int = Field(40, ge=0, le=1000)
+    memories: int = Field(5, ge=0, le=50)
+    persona: str = (
+        "You are Iris, a helpful assistant people reach through chat. Be concise and concrete."
+    )
+
+
+class RouterSection(_Section):
+    max_concurrency: int = Field(32, ge=1, le=1024)
+    max_message_chars: int = Field(8000, ge=1)
+    drain_timeout_s: float = Field(10.0, ge=0)
+
+
+class DeliverySection(_Section):
+    max_attempts: int = Field(5, ge=1, le=20)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+
+
+class HTTPSection(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+
+
+class TelegramSection(_Section):
+    enabled: bool = False
+    mode: Literal["polling", "webhook"] = "polling"
+    base_url: str = "https://api.telegram.org/bot"
+    webhook_url: str = ""
+    webhook_path: str = "/telegram/webhook"
+
+
+class SlackSection(_Section):
+    enabled: bool = False
+    mode: Literal["socket", "http"] = "socket"
+    api_url: str = "https://slack.com/api/"
+    command: str = "/iris"
+
+
+class ProactiveSection(_Section):
+    enabled: bool = True
+    poll_interval_s: float = Field(60.0, gt=0)
+    scan_cron: str = "0 */6 * * *"
+    default_timezone: str = "UTC"
+    quiet_start: int = Field(22, ge=0, le=23)
+    quiet_end: int = Field(8, ge=0, le=23)
+    per_user_daily: int = Field(3, ge=0)
+    global_daily: int = Field(100, ge=0)
+    confidence_threshold: float = Field(0.5, ge=0, le=1)
+    default_confidence: float = Field(0.8, ge=0, le=1)
+    max_age_days: float = Field(7, gt=0)
+    dormancy_days: float = Field(7, gt=0)
+    unanswered_hours: float = Field(24, gt=0)
+    engagement_drop_ratio: float = Field(0.3, gt=0, le=1)
+    max_per_tick: int = Field(20, ge=1)
+    concurrency: int = Field(8, ge=1, le=256)
+    lease_s: float = Field(300, gt=0)
+    jitter_max_minutes: float = Field(30, ge=0)
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        return check_timezone(value)
+
+    @field_validator("scan_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if not croniter.is_valid(value, strict=True):
+            raise ValueError("not a valid cron expression (e.g. '0 */6 * * *')")
+        return value
+
+
+class AnalyzerSection(_Section):
+    enabled: bool = True
+    topic_shift_threshold: float = Field(0.2, ge=0, le=1)
+    min_keywords: int = Field(5, ge=1)
+    recent_messages: int = Field(4, ge=1, le=20)
+    cooldown_messages: int = Field(8, ge=0)
+    cooldown_minutes: float = Field(30, ge=0)
+    confirm_model: str = ""
+    confirm_timeout_s: float = Field(5.0, gt=0)
+
+
+class LogSection(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class Settings(BaseSettings):
+    """Everything that is not a secret. Sources by priority: environment, then TOML."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        hide_input_in_errors=True,
+        frozen=True,
+    )
+
+    vault: VaultSection = VaultSection()
+    llm: LLMSection = LLMSection()
+    auth: AuthSection = AuthSection()
+    context: ContextSection = ContextSection()
+    router: RouterSection = RouterSection()
+    delivery: DeliverySection = DeliverySection()
+    http: HTTPSection = HTTPSection()
+    telegram: TelegramSection = TelegramSection()
+    slack: SlackSection = SlackSection()
+    proactive: ProactiveSection = ProactiveSection()
+    analyzer: AnalyzerSection = AnalyzerSection()
+    log: LogSection = LogSection()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML document arrives as init kwargs; the environment overrides it.
+        return (_MappingEnvSource(settings_cls), init_settings)
+
+
+SECRET_NAMES = (
+    "ANTHROPIC_API_KEY",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_WEBHOOK_SECRET",
+    "SLACK_BOT_TOKEN",
+    "SLACK_APP_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "IRIS_API_TOKEN",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    """Secrets from the environment. `repr` never shows the values."""
+
+    values: Mapping[str, str]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Secrets:
+        return cls({name: env[name] for name in SECRET_NAMES if env.get(name, "").strip()})
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
+
+    def missing(self) -> list[str]:
+        return [name for name in SECRET_NAMES if name not in self.values]
+
+    def __repr__(self) -> str:
+        return f"Secrets(set={sorted(self.values)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    settings: Settings
+    secrets: Secrets
+    source: Path | None
+
+
+def _format_error(err: Any) -> str:
+    path = ".".join(str(part) for part in err["loc"]) or "<root>"
+    if err["type"] == "extra_forbidden":
+        return f"{path}: unknown key"
+    return f"{path}: {err['msg'].removeprefix('Value error, ')}"
+
+
+def _unknown_env_keys(env: Mapping[str, str]) -> list[str]:
+    """`IRIS_SECTION__KEY` variables naming no section; pydantic ignores those silently."""
+    problems = []
+    for name in env:
+        if name.startswith(ENV_PREFIX) and "__" in name:
+            section = name[len(ENV_PREFIX) :].lower().partition("__")[0]
+            if section not in Settings.model_fields:
+                problems.append(f"{name}: unknown section '{section}'")
+    return problems
+
+
+def resolve_config_path(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError([f"--config: file not found: {explicit}"])
+        return explicit
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"{path}: invalid TOML: {exc}"]) from exc
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from exc
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load and validate everything; raise ConfigError listing every problem."""
+    env = os.environ if env is None else env
+    source = resolve_config_path(path)
+    data = _read_toml(source) if source else {}
+    problems = _unknown_env_keys(env)
+    settings: Settings | None = None
+    token = _ENVIRON.set(env)
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        problems.extend(_format_error(err) for err in exc.errors())
+    finally:
+        _ENVIRON.reset(token)
+    if problems or settings is None:
+        raise ConfigError(problems)
+    secrets = Secrets.from_env(env)
+    problems = check_required_secrets(settings, secrets) + check_http_needed(settings)
+    if problems:
+        raise ConfigError(problems)
+    return Config(settings=settings, secrets=secrets, source=source)
+
+
+def check_required_secrets(settings: Settings, secrets: Secrets) -> list[str]:
+    """Secrets an enabled feature cannot run without."""
+    needed: list[tuple[str, str]] = []
+    if settings.telegram.enabled:
+        needed.append(("telegram.enabled", "TELEGRAM_BOT_TOKEN"))
+        if settings.telegram.mode == "webhook":
+            needed.append(("telegram.mode", "TELEGRAM_WEBHOOK_SECRET"))
+    if settings.slack.enabled:
+        needed.append(("slack.enabled", "SLACK_BOT_TOKEN"))
+        mode_secret = (
+            "SLACK_APP_TOKEN" if settings.slack.mode == "socket" else "SLACK_SIGNING_SECRET"
+        )
+        needed.append(("slack.mode", mode_secret))
+    return [
+        f"{key}: requires the environment variable {name}"
+        for key, name in needed
+        if secrets.get(name) is None
+    ]
+
+
+def check_http_needed(settings: Settings) -> list[str]:
+    """Transport modes that receive through our HTTP server need it enabled."""
+    problems = []
+    if settings.telegram.enabled and settings.telegram.mode == "webhook":
+        if not settings.http.enabled:
+            problems.append("telegram.mode: webhook mode needs [http] enabled = true")
+        if not settings.telegram.webhook_url:
+            problems.append("telegram.webhook_url: required in webhook mode")
+    if settings.slack.enabled and settings.slack.mode == "http" and not settings.http.enabled:
+        problems.append("slack.mode: http mode needs [http] enabled = true")
+    return problems

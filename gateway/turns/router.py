@@ -1,0 +1,193 @@
+"""The router: runs each inbound message through the pipeline, in order per chat.
+
+The pipeline is a list of steps built once into an onion: each step is `async (turn, next)`
+and may stop the turn by not calling `next` (dedupe, auth, commands do). `gateway/steps.py`
+holds the steps; `gateway/app.py` picks them. The router itself only knows about ordering,
+concurrency, shutdown and errors:
+
+- one lock per chat (FIFO, evicted when idle) keeps a chat strictly in order, and a global
+  semaphore bounds the turns running at once; different chats run concurrently;
+- `submit()` schedules a turn at call time (so call order is handling order within a chat)
+  and returns a task the caller may await;
+- `drain()` stops intake, waits for in-flight turns under a deadline, then cancels the rest;
+- errors are handled once, here: logged, answered with a fixed apology (never `str(exc)`),
+  and the inbound message stays recorded because the record step committed it already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from gateway.core.errors import ModelNotConfigured, ModelUnavailable, UserInputError
+from gateway.core.messages import Inbound, OutboundKind
+from gateway.core.metrics import Metrics
+from gateway.core.ports import Clock
+from gateway.core.scope import Scope
+from gateway.turns.replies import Replier
+from vault.conversations import Recorded
+
+log = logging.getLogger(__name__)
+
+APOLOGY = "Sorry — something went wrong on my side. Your message is saved; please try again."
+MODEL_DOWN = (
+    "Sorry — the model is unavailable right now. Your message is saved; please try again in "
+    "a minute."
+)
+NO_MODEL = (
+    "No model is configured — set ANTHROPIC_API_KEY and restart Iris. Your message is saved, "
+    "and commands work meanwhile (try {help})."
+)
+
+
+@dataclass(slots=True)
+class Turn:
+    inbound: Inbound
+    now_ms: int
+    authorized: bool = False
+    is_admin: bool = False
+    command: tuple[str, str] | None = None
+    recorded: Recorded | None = None
+    scope: Scope | None = None
+    suggestion: str | None = None
+    replies: int = 0
+
+
+Next = Callable[[Turn], Awaitable[None]]
+Step = Callable[[Turn, Next], Awaitable[None]]
+
+
+async def _end(turn: Turn) -> None:
+    return None
+
+
+def build_chain(steps: Sequence[Step]) -> Next:
+    chain: Next = _end
+    for step in reversed(steps):
+        chain = _link(step, chain)
+    return chain
+
+
+def _link(step: Step, nxt: Next) -> Next:
+    # A plain function returning the step's coroutine, not a coroutine of its own: every
+    # resumption of a turn walks its whole await chain, so each wrapper frame costs each time.
+    return lambda turn: step(turn, nxt)
+
+
+class _ChatLocks:
+    """A lock per chat key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class Router:
+    def __init__(
+        self,
+        *,
+        steps: Sequence[Step],
+        replier: Replier,
+        clock: Clock,
+        max_concurrency: int = 32,
+        drain_timeout_s: float = 10.0,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._chain = build_chain(steps)
+        self._metrics = metrics or Metrics()
+        self._replier = replier
+        self._clock = clock
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._locks = _ChatLocks()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._accepting = True
+        self._drain_timeout_s = drain_timeout_s
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.drain()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def submit(self, inbound: Inbound) -> asyncio.Future[None]:
+        """Schedule a turn now; the returned task completes when it has been handled."""
+        if not self._accepting:
+            log.warning("shutting down: not accepting message %s", inbound.message_id)
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        task = asyncio.create_task(self.handle(inbound), name=f"turn {inbound.chat.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def handle(self, inbound: Inbound) -> None:
+        self._metrics.inbound.inc(inbound.chat.channel)
+        async with self._locks.hold(inbound.chat.key), self._slots:
+            await self._run_safely(Turn(inbound=inbound, now_ms=self._clock.now_ms()))
+
+    def chat_lock(self, chat_key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The lock that orders a chat's turns; proactive sends to the chat take it too."""
+        return self._locks.hold(chat_key)
+
+    async def drain(self) -> None:
+        self._accepting = False
+        if not self._tasks:
+            return
+        log.info("draining %d in-flight turn(s)", len(self._tasks))
+        _, pending = await asyncio.wait(set(self._tasks), timeout=self._drain_timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.warning("cancelled %d turn(s) still running at the drain deadline", len(pending))
+            await asyncio.wait(pending)
+
+    async def _run_safely(self, turn: Turn) -> None:
+        try:
+            await self._chain(turn)
+        except UserInputError as exc:
+            await self._answer_error(turn, exc.user_message)
+        except ModelNotConfigured:
+            hint = self._replier.hint_for(turn.inbound.chat.channel)
+            await self._answer_error(turn, NO_MODEL.format(help=hint("help")))
+        except ModelUnavailable as exc:
+            log.warning("model unavailable for %s: %s", turn.inbound.chat.key, exc)
+            await self._answer_error(turn, MODEL_DOWN)
+        except Exception:
+            log.exception("turn failed for %s", turn.inbound.chat.key)
+            await self._answer_error(turn, APOLOGY)
+
+    async def _answer_error(self, turn: Turn, text: str) -> None:
+        if not turn.authorized:
+            return  # never talk to someone the auth step has not admitted
+        try:
+            await self._replier.send(turn, text, kind="notice", out_kind=OutboundKind.NOTICE)
+        except Exception:
+            log.exception("could not send the error notice to %s", turn.inbound.chat.key)

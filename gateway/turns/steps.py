@@ -1,0 +1,200 @@
+"""The router's pipeline steps, each a small `async (turn, next)` function built by a factory.
+
+Order (see `gateway/app.py`): dedupe -> auth -> record -> hooks (engagement) -> command ->
+analyzer -> agent. Delivery happens inside the steps that answer, through the `Replier`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+from gateway.agent.agent import Agent
+from gateway.agent.context import estimate_tokens
+from gateway.core.errors import UserInputError
+from gateway.core.messages import ChatKind, OutboundKind
+from gateway.core.scope import Scope
+from gateway.turns.auth import Authorizer, Decision
+from gateway.turns.commands import CommandCall, CommandRegistry, parse_command
+from gateway.turns.replies import Replier
+from gateway.turns.router import Next, Step, Turn
+from vault.conversations import Conversations, RecordHook
+from vault.inbound import InboundLog
+
+log = logging.getLogger(__name__)
+
+NOT_AUTHORIZED = (
+    "Sorry — you're not authorized to use this assistant. Ask the admin to add `{id}` to "
+    "[auth] allow."
+)
+EMPTY_MESSAGE = "I received an empty message — please send some text."
+TOO_LONG = (
+    "That message is too long ({length} characters; the limit is {limit}). It is saved, but I "
+    "won't answer it: please shorten it or split it into parts."
+)
+
+TurnHook = Callable[[Turn], Awaitable[None]]
+# Returns the command to suggest inline ("clear" or "compact"), or None.
+SuggestionHook = Callable[[Turn], Awaitable[str | None]]
+
+SUGGESTIONS = {
+    "clear": "It looks like we've moved to a new topic — {cmd} starts a fresh conversation.",
+    "compact": "If I'm getting this wrong, {cmd} condenses our conversation so we can refocus.",
+}
+
+
+def format_suggestion(command: str, hint: Callable[[str], str]) -> str:
+    return "\n\n_Tip: " + SUGGESTIONS[command].format(cmd=hint(command)) + "_"
+
+
+def dedupe_keys(turn: Turn) -> list[str]:
+    inbound = turn.inbound
+    keys = list(inbound.dedupe_keys)
+    if inbound.message_id:
+        keys.append(f"{inbound.chat.key}:msg:{inbound.message_id}")
+    return keys
+
+
+RECENT_KEYS = 20_000
+
+
+def dedupe_step() -> Step:
+    """Drop redeliveries early, from memory; the record step's claim is the authority.
+
+    The record step claims a message's keys in the vault in the transaction that stores it,
+    so a redelivery after a restart is still caught there. This step only remembers the keys
+    of recently recorded messages, sparing the common retry (Slack's, a webhook's) a vault
+    round trip and the work before recording.
+    """
+    recent: OrderedDict[str, None] = OrderedDict()
+
+    async def dedupe(turn: Turn, nxt: Next) -> None:
+        keys = dedupe_keys(turn)
+        if any(key in recent for key in keys):
+            log.info("duplicate delivery of %s dropped", turn.inbound.message_id)
+            return
+        await nxt(turn)
+        if turn.recorded is not None:
+            for key in keys:
+                recent[key] = None
+            while len(recent) > RECENT_KEYS:
+                recent.popitem(last=False)
+
+    return dedupe
+
+
+def auth_step(authorizer: Authorizer, inbound_log: InboundLog, replier: Replier) -> Step:
+    async def auth(turn: Turn, nxt: Next) -> None:
+        decision = authorizer.decide(turn.inbound)
+        if decision is Decision.ALLOW:
+            turn.authorized = True
+            turn.is_admin = authorizer.is_admin(turn.inbound.user)
+            await nxt(turn)
+            return
+        if decision is Decision.DENY_NOTICE:
+            user = turn.inbound.user
+            day = datetime.fromtimestamp(turn.now_ms / 1000, UTC).date().isoformat()
+            if await inbound_log.first_sighting(
+                [f"notice:unauthorized:{user.key}:{day}"], turn.now_ms
+            ):
+                text = NOT_AUTHORIZED.format(id=user.key)
+                await replier.send(turn, text, kind="notice", out_kind=OutboundKind.NOTICE)
+            log.info("not authorized: %s", user.key)
+
+    return auth
+
+
+def record_step(
+    conversations: Conversations, *, max_chars: int, hooks: Sequence[RecordHook] = ()
+) -> Step:
+    """Record the message (and claim its dedupe keys, and run `hooks`) in one transaction."""
+
+    async def record(turn: Turn, nxt: Next) -> None:
+        inbound = turn.inbound
+        text = inbound.text.strip()
+        if not text:
+            raise UserInputError(EMPTY_MESSAGE)
+        turn.command = parse_command(text)
+        recorded = await conversations.record_inbound(
+            inbound,
+            kind="command" if turn.command else "chat",
+            tokens=estimate_tokens(text),
+            now_ms=turn.now_ms,
+            dedupe_keys=tuple(dedupe_keys(turn)),
+            hooks=hooks,
+        )
+        if recorded is None:  # a concurrent redelivery claimed the keys first
+            log.info("duplicate delivery of %s dropped", inbound.message_id)
+            return
+        turn.recorded = recorded
+        turn.scope = Scope(
+            user=inbound.user,
+            chat=inbound.chat,
+            user_pk=recorded.user_pk,
+            chat_pk=recorded.chat_pk,
+            session_pk=recorded.session_pk,
+            message_pk=recorded.message_pk,
+            text=text,
+            now_ms=turn.now_ms,
+            timezone=recorded.timezone,
+            is_admin=turn.is_admin,
+            summary=recorded.summary,
+            in_group=inbound.kind is ChatKind.GROUP,
+        )
+        if len(text) > max_chars:
+            raise UserInputError(TOO_LONG.format(length=len(text), limit=max_chars))
+        await nxt(turn)
+
+    return record
+
+
+def hooks_step(hooks: Sequence[TurnHook]) -> Step:
+    """Side effects of a user writing (engagement marking); a failing hook never costs the reply."""
+
+    async def run_hooks(turn: Turn, nxt: Next) -> None:
+        for hook in hooks:
+            try:
+                await hook(turn)
+            except Exception:
+                log.exception("turn hook %s failed", getattr(hook, "__name__", hook))
+        await nxt(turn)
+
+    return run_hooks
+
+
+def command_step(registry: CommandRegistry, replier: Replier) -> Step:
+    async def command(turn: Turn, nxt: Next) -> None:
+        if turn.command is None or turn.scope is None:
+            await nxt(turn)
+            return
+        name, args = turn.command
+        hint = replier.hint_for(turn.inbound.chat.channel)
+        text = await registry.run(CommandCall(name=name, args=args, scope=turn.scope, hint=hint))
+        await replier.send(turn, text, kind="command")
+
+    return command
+
+
+def analyzer_step(hook: SuggestionHook, replier: Replier) -> Step:
+    async def analyze(turn: Turn, nxt: Next) -> None:
+        command = await hook(turn)
+        if command is not None:
+            turn.suggestion = format_suggestion(
+                command, replier.hint_for(turn.inbound.chat.channel)
+            )
+        await nxt(turn)
+
+    return analyze
+
+
+def agent_step(agent: Agent, replier: Replier) -> Step:
+    async def respond(turn: Turn, nxt: Next) -> None:
+        assert turn.scope is not None, "the record step must run before the agent"
+        async with replier.typing(turn.inbound.chat):
+            reply = await agent.respond(turn.scope)
+        await replier.send(turn, reply.text + (turn.suggestion or ""))
+        await nxt(turn)
+
+    return respond

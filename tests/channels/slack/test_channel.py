@@ -1,0 +1,265 @@
+"""The Slack adapter against a loopback fake Web API, with signed requests into /slack/events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import urlencode
+
+import pytest
+
+from channels.slack import SlackChannel
+from gateway.core.errors import (
+    ChatUnreachable,
+    DeliveryPermanent,
+    DeliveryTransient,
+    FatalChannelError,
+)
+from gateway.core.messages import ChatRef, Outbound, WebRequest, WebResponse
+from tests.fakes import Inbox
+from tests.fakes.slack import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    FakeSlackAPI,
+    command_body,
+    dm_event,
+    event_body,
+    running_fake_slack,
+    signed_headers,
+)
+
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlackAPI]:
+    async with running_fake_slack() as api:
+        yield api
+
+
+def make_channel(fake: FakeSlackAPI) -> SlackChannel:
+    return SlackChannel(
+        bot_token=BOT_TOKEN,
+        mode="http",
+        signing_secret=SIGNING_SECRET,
+        api_url=f"{fake.url}/api/",
+    )
+
+
+@pytest.fixture
+async def running(fake: FakeSlackAPI) -> AsyncIterator[tuple[SlackChannel, Inbox]]:
+    inbox = Inbox()
+    async with make_channel(fake) as channel:
+        task = asyncio.create_task(channel.run(inbox))
+        try:
+            await asyncio.wait_for(channel.started.wait(), 5)
+            yield channel, inbox
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
+
+
+async def post(
+    channel: SlackChannel, body: str, headers: dict[str, str], *, retry: int | None = None
+) -> WebResponse:
+    if retry is not None:
+        headers = {**headers, "x-slack-retry-num": str(retry), "x-slack-retry-reason": "timeout"}
+    (route,) = channel.routes()
+    return await route.handler(
+        WebRequest(
+            method="POST", path="/slack/events", headers=headers, query="", body=body.encode()
+        )
+    )
+
+
+async def test_signed_dm_event_is_acked_and_handed_over(
+    running: tuple[SlackChannel, Inbox],
+) -> None:
+    channel, inbox = running
+    body = event_body(dm_event("hello &amp; welcome"))
+    response = await post(channel, body, signed_headers(body, content_type=JSON))
+    assert response.status == 200
+    (item,) = await inbox.wait(1)
+    assert item.text == "hello & welcome"
+    assert item.chat == ChatRef(channel="slack", chat_id="D1")
+    assert "slack:event:Ev1" in item.dedupe_keys
+    assert channel.health().connected
+
+
+async def test_forged_and_stale_requests_are_rejected(
+    running: tuple[SlackChannel, Inbox],
+) -> None:
+    channel, inbox = running
+    body = event_body(dm_event("sneaky"))
+    forged = signed_headers(body, secret="not-the-secret", content_type=JSON)
+    stale = signed_headers(body, at=time.time() - 600, content_type=JSON)
+    unsigned = {"content-type": JSON}
+    for headers in (forged, stale, unsigned):
+        assert (await post(channel, body, headers)).status == 401
+    # A valid request afterwards is the first and only thing handed over.
+    ok = event_body(dm_event("real"), event_id="Ev2")
+    assert (await post(channel, ok, signed_headers(ok, content_type=JSON))).status == 200
+    assert [i.text for i in await inbox.wait(1)] == ["real"]
+
+
+async def test_retried_delivery_carries_the_same_dedupe_keys(
+    running: tuple[SlackChannel, Inbox],
+) -> None:
+    channel, inbox = running
+    body = event_body(dm_event("once"))
+    await post(channel, body, signed_headers(body, content_type=JSON))
+    response = await post(channel, body, signed_headers(body, content_type=JSON), retry=1)
+    assert response.status == 200  # acked, never a 404 that Slack would retry again
+    first, second = await inbox.wait(2)
+    assert first.dedupe_keys == second.dedupe_keys  # the router's vault dedupe drops the second
+
+
+async def test_unhandled_event_types_are_acked(running: tuple[SlackChannel, Inbox]) -> None:
+    channel, inbox = running
+    body = event_body({"type": "reaction_added", "user": "U1", "reaction": "+1"})
+    assert (await post(channel, body, signed_headers(body, content_type=JSON))).status == 200
+    assert inbox.items == []
+
+
+async def test_url_verification_challenge(running: tuple[SlackChannel, Inbox]) -> None:
+    channel, _ = running
+    body = '{"type": "url_verification", "challenge": "abc", "token": "x"}'
+    response = await post(channel, body, signed_headers(body, content_type=JSON))
+    assert response.status == 200
+    assert "abc" in response.body
+
+
+async def test_slash_command_is_translated_and_answered_through_respond(
+    running: tuple[SlackChannel, Inbox], fake: FakeSlackAPI
+) -> None:
+    channel, inbox = running
+    body = command_body("clear", response_url=f"{fake.url}/respond/1")
+    response = await post(channel, body, signed_headers(body, content_type=FORM))
+    assert response.status == 200
+    (item,) = await inbox.wait(1)
+    assert item.text == "/clear"
+    assert channel.command_hint("clear") == "/iris clear"
+    await channel.send(
+        Outbound(chat=item.chat, text="Cleared.", idempotency_key="x", reply_to=item.message_id)
+    )
+    assert fake.responses[0]["text"] == "Cleared."
+    assert fake.posts == []
+
+
+async def test_send_posts_mrkdwn_in_the_thread(fake: FakeSlackAPI) -> None:
+    channel = make_channel(fake)
+    chat = ChatRef(channel="slack", chat_id="C1", thread_id="1767225600.000100")
+    await channel.send(Outbound(chat=chat, text="**hi** <b>", idempotency_key="k"))
+    assert fake.posts[0]["text"] == "*hi* &lt;b&gt;"
+    assert fake.posts[0]["thread_ts"] == "1767225600.000100"
+
+
+async def test_rate_limit_is_retried_after_retry_after(fake: FakeSlackAPI) -> None:
+    fake.rate_limit(1, retry_after="0")
+    channel = make_channel(fake)
+    await channel.send(
+        Outbound(chat=ChatRef(channel="slack", chat_id="D1"), text="x", idempotency_key="k")
+    )
+    assert [p["text"] for p in fake.posts] == ["x"]
+
+
+async def test_persistent_rate_limit_is_transient_with_retry_after(fake: FakeSlackAPI) -> None:
+    fake.rate_limit(5, retry_after="0")
+    channel = make_channel(fake)
+    with pytest.raises(DeliveryTransient) as caught:
+        await channel.send(
+            Outbound(chat=ChatRef(channel="slack", chat_id="D1"), text="x", idempotency_key="k")
+        )
+    assert caught.value.retry_after_s == 0.0
+    assert fake.posts == []
+
+
+async def test_post_errors_map_into_the_tree(fake: FakeSlackAPI) -> None:
+    channel = make_channel(fake)
+    for code, error in (
+        ("channel_not_found", ChatUnreachable),
+        ("msg_too_long", DeliveryPermanent),
+    ):
+        fake.post_error = code
+        with pytest.raises(error):
+            await channel.send(
+                Outbound(
+                    chat=ChatRef(channel="slack", chat_id="C1"), text="x", idempotency_key=code
+                )
+            )
+
+
+async def test_invalid_bot_token_is_fatal(fake: FakeSlackAPI) -> None:
+    fake.auth_error = "invalid_auth"
+    with pytest.raises(FatalChannelError) as caught:
+        await make_channel(fake).run(Inbox())
+    assert BOT_TOKEN not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"bot_token": "xoxp-user", "mode": "http", "signing_secret": "s"}, "xoxb-"),
+        ({"bot_token": BOT_TOKEN, "mode": "socket"}, "SLACK_APP_TOKEN"),
+        ({"bot_token": BOT_TOKEN, "mode": "http"}, "SLACK_SIGNING_SECRET"),
+    ],
+)
+def test_missing_or_wrong_tokens_are_fatal_at_construction(
+    kwargs: dict[str, str], needle: str
+) -> None:
+    with pytest.raises(FatalChannelError, match=needle):
+        SlackChannel(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_socket_mode_receives_acks_and_reports_health(fake: FakeSlackAPI) -> None:
+    inbox = Inbox()
+    channel = SlackChannel(
+        bot_token=BOT_TOKEN, mode="socket", app_token="xapp-test", api_url=f"{fake.url}/api/"
+    )
+    assert channel.routes() == []
+    async with channel:
+        task = asyncio.create_task(channel.run(inbox))
+        try:
+            await asyncio.wait_for(channel.started.wait(), 5)
+            await fake.wait_for(lambda: fake.sockets)
+            await fake.push_event("env-1", event_body(dm_event("over the socket")))
+            (item,) = await inbox.wait(1)
+            await fake.wait_for(lambda: fake.acks)
+            assert item.text == "over the socket"
+            assert fake.acks[0]["envelope_id"] == "env-1"
+            assert channel.health().connected
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
+    assert not channel.health().connected
+
+
+async def test_events_before_the_channel_runs_are_not_acked_so_slack_redelivers(
+    fake: FakeSlackAPI,
+) -> None:
+    channel = make_channel(fake)
+    body = event_body(dm_event("too early"))
+    response = await post(channel, body, signed_headers(body, content_type=JSON))
+    assert response.status >= 500
+    command = command_body("clear", response_url=f"{fake.url}/respond/1")
+    response = await post(channel, command, signed_headers(command, content_type=FORM))
+    assert response.status == 200
+    assert "starting up" in response.body
+
+
+async def test_interactive_payloads_are_acked(running: tuple[SlackChannel, Inbox]) -> None:
+    channel, inbox = running
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1"},
+        "team": {"id": "T1"},
+        "api_app_id": "A1",
+        "trigger_id": "t",
+        "actions": [{"action_id": "some_button", "block_id": "b", "type": "button"}],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    assert (await post(channel, body, signed_headers(body, content_type=FORM))).status == 200
+    assert inbox.items == []

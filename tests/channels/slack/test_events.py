@@ -1,0 +1,141 @@
+"""Pure Slack translation: events and slash commands to `Inbound`, replies to mrkdwn chunks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.slack.events import SlackIdentity, command_to_inbound, event_to_inbound, reply_chunks
+from gateway.core.messages import ChatKind
+
+ME = SlackIdentity(user_id="UBOT", bot_id="BBOT")
+
+
+def envelope(event: dict[str, Any], event_id: str = "Ev1") -> dict[str, Any]:
+    return {"type": "event_callback", "event_id": event_id, "event": event}
+
+
+def dm(**extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel": "D1",
+        "channel_type": "im",
+        "user": "U1",
+        "text": "hi",
+        "ts": "1767225600.000100",
+        **extra,
+    }
+
+
+def test_dm_message() -> None:
+    inbound = event_to_inbound(envelope(dm(text="a &lt; b &amp; c")), ME)
+    assert inbound is not None
+    assert inbound.kind is ChatKind.DM
+    assert inbound.chat.key == "slack:D1"
+    assert inbound.text == "a < b & c"
+    assert inbound.dedupe_keys == ("slack:event:Ev1", "slack:ts:D1:1767225600.000100")
+    assert inbound.at_ms == 1_767_225_600_000
+
+
+def test_dm_thread_reply_is_its_own_session() -> None:
+    inbound = event_to_inbound(envelope(dm(thread_ts="1767225000.000001")), ME)
+    assert inbound is not None
+    assert inbound.chat.thread_id == "1767225000.000001"
+
+
+def test_app_mention_starts_a_thread_and_strips_the_mention() -> None:
+    event = {
+        "type": "app_mention",
+        "channel": "C1",
+        "user": "U1",
+        "text": "<@UBOT> deploy?",
+        "ts": "5.1",
+    }
+    inbound = event_to_inbound(envelope(event), ME)
+    assert inbound is not None
+    assert inbound.kind is ChatKind.GROUP
+    assert inbound.mentioned
+    assert inbound.text == "deploy?"
+    assert inbound.chat.thread_id == "5.1"
+
+
+def test_message_and_mention_of_one_post_share_a_dedupe_key() -> None:
+    mention = {
+        "type": "app_mention",
+        "channel": "C1",
+        "user": "U1",
+        "text": "<@UBOT> x",
+        "ts": "5.1",
+    }
+    message = {**mention, "type": "message", "channel_type": "channel"}
+    a = event_to_inbound(envelope(mention, "EvA"), ME)
+    b = event_to_inbound(envelope(message, "EvB"), ME)
+    assert a is not None
+    assert b is not None
+    assert set(a.dedupe_keys) & set(b.dedupe_keys) == {"slack:ts:C1:5.1"}
+    assert a.chat == b.chat
+    assert a.mentioned
+    assert b.mentioned
+
+
+def test_channel_chatter_is_not_addressed() -> None:
+    event = {
+        "type": "message",
+        "channel": "C1",
+        "channel_type": "channel",
+        "user": "U1",
+        "text": "lunch",
+        "ts": "5.2",
+    }
+    inbound = event_to_inbound(envelope(event), ME)
+    assert inbound is not None
+    assert not inbound.mentioned
+
+
+def test_bots_ourselves_edits_and_other_events_are_ignored() -> None:
+    assert event_to_inbound(envelope(dm(bot_id="B2")), ME) is None
+    assert event_to_inbound(envelope(dm(user="UBOT")), ME) is None
+    assert event_to_inbound(envelope(dm(subtype="message_changed")), ME) is None
+    assert event_to_inbound(envelope(dm(subtype="channel_join")), ME) is None
+    assert event_to_inbound(envelope({"type": "reaction_added", "user": "U1"}), ME) is None
+    assert event_to_inbound({"type": "event_callback"}, ME) is None
+    assert event_to_inbound(envelope(dm(subtype="file_share")), ME) is not None
+
+
+def test_slash_command_becomes_a_slash_text() -> None:
+    payload = {
+        "command": "/iris",
+        "text": "  tz   Europe/Berlin ",
+        "user_id": "U1",
+        "channel_id": "D1",
+        "trigger_id": "t1",
+    }
+    inbound = command_to_inbound(payload)
+    assert inbound is not None
+    assert inbound.text == "/tz Europe/Berlin"
+    assert inbound.kind is ChatKind.DM
+    assert inbound.mentioned
+    assert inbound.dedupe_keys == ("slack:command:t1",)
+
+
+def test_bare_slash_command_asks_for_help_and_incomplete_payload_is_dropped() -> None:
+    base = {"user_id": "U1", "channel_id": "C1", "trigger_id": "t2"}
+    assert command_to_inbound({**base, "text": ""}).text == "/help"  # type: ignore[union-attr]
+    assert command_to_inbound({**base, "text": "/clear"}).text == "/clear"  # type: ignore[union-attr]
+    assert command_to_inbound({"text": "clear"}) is None
+
+
+def test_reply_chunks_fit_4000_characters_after_escaping() -> None:
+    chunks = reply_chunks("a & b " * 2000)
+    assert len(chunks) > 1
+    assert all(len(c) <= 4000 for c in chunks)
+    assert all("&amp;" in c for c in chunks)
+
+
+def test_slack_markup_in_user_text_becomes_what_they_typed() -> None:
+    raw = (
+        "see <https://example.com|example.com>, <https://x.org/a|the docs> and "
+        "<#C1|general> &amp; <mailto:a@b.co|a@b.co>"
+    )
+    inbound = event_to_inbound(envelope(dm(text=raw)), ME)
+    assert inbound is not None
+    assert inbound.text == "see example.com, the docs (https://x.org/a) and #general & a@b.co"

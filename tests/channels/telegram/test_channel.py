@@ -1,0 +1,206 @@
+"""The Telegram adapter against a respx-faked Bot API: startup, polling, webhook, sending."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import respx
+
+from channels.telegram.channel import TelegramChannel
+from gateway.core.errors import (
+    ChannelUnavailable,
+    ChatUnreachable,
+    DeliveryPermanent,
+    DeliveryTransient,
+    DeliveryUncertain,
+    FatalChannelError,
+)
+from gateway.core.messages import ChatRef, CommandInfo, Outbound, WebRequest
+from tests.fakes import Inbox
+from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, message_update
+
+CHAT = ChatRef(channel="telegram", chat_id="42")
+
+
+def out(text: str, key: str = "k1", chat: ChatRef = CHAT, reply_to: str | None = None) -> Outbound:
+    return Outbound(chat=chat, text=text, idempotency_key=key, reply_to=reply_to)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeBotAPI]:
+    with respx.mock(assert_all_called=False) as router:
+        yield FakeBotAPI(router)
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[TelegramChannel]:
+    async with TelegramChannel(token=TOKEN, base_url=BASE) as channel:
+        yield channel
+
+
+async def test_send_uses_html_and_escapes(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    receipt = await tg.send(out("**hi** <script> & co"))
+    assert api.sent[0]["text"] == "<b>hi</b> &lt;script&gt; &amp; co"
+    assert api.sent[0]["parse_mode"] == "HTML"
+    assert len(receipt.platform_message_ids) == 1
+
+
+async def test_rate_limit_maps_to_transient_with_retry_after(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    api.send_script.append(error(429, "Too Many Requests: retry after 7", retry_after=7))
+    with pytest.raises(DeliveryTransient) as caught:
+        await tg.send(out("hello"))
+    assert caught.value.retry_after_s == 7
+    await tg.send(out("hello"))  # the retry goes through
+    assert [m["text"] for m in api.sent] == ["hello"]
+
+
+async def test_retry_of_a_split_reply_does_not_repeat_chunks(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    text = ("a" * 4000) + "\n\n" + ("b" * 100)
+    api.send_script.extend([None, error(429, "Too Many Requests", retry_after=1)])
+    with pytest.raises(DeliveryTransient):
+        await tg.send(out(text))
+    receipt = await tg.send(out(text))
+    assert [m["text"][:1] for m in api.sent] == ["a", "b"]
+    assert len(receipt.platform_message_ids) == 2
+
+
+async def test_unparseable_html_is_resent_as_plain_text(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    api.send_script.append(error(400, "Bad Request: can't parse entities: unclosed tag"))
+    await tg.send(out("**bold** text"))
+    assert api.attempts[0]["parse_mode"] == "HTML"
+    assert "parse_mode" not in api.attempts[1]
+    assert api.sent[0]["text"] == "bold text"
+
+
+async def test_blocked_by_user_is_chat_unreachable(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    api.send_script.append(error(403, "Forbidden: bot was blocked by the user"))
+    with pytest.raises(ChatUnreachable):
+        await tg.send(out("hi"))
+
+
+async def test_other_bad_request_is_permanent(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    api.send_script.append(error(400, "Bad Request: message text is empty"))
+    with pytest.raises(DeliveryPermanent):
+        await tg.send(out("hi"))
+    assert len(api.attempts) == 1  # never retried as a network error
+
+
+async def test_timeout_is_uncertain(tg: TelegramChannel) -> None:
+    import httpx
+
+    with respx.mock() as router:
+        router.post(url__startswith=BASE).mock(side_effect=httpx.ReadTimeout("slow"))
+        with pytest.raises(DeliveryUncertain):
+            await tg.send(out("hi"))
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (httpx.ConnectError("refused"), DeliveryTransient),  # never reached Telegram: retry
+        (httpx.ReadError("reset"), DeliveryUncertain),  # may have been sent: never resend
+        (httpx.RemoteProtocolError("closed"), DeliveryUncertain),
+    ],
+)
+async def test_network_errors_retry_only_when_nothing_was_sent(
+    tg: TelegramChannel, failure: Exception, expected: type[Exception]
+) -> None:
+    with respx.mock() as router:
+        router.post(url__startswith=BASE).mock(side_effect=failure)
+        with pytest.raises(expected):
+            await tg.send(out("hi"))
+
+
+async def test_forum_topic_reply_goes_to_its_thread(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    chat = ChatRef(channel="telegram", chat_id="-100", thread_id="7")
+    await tg.send(out("hi", chat=chat, reply_to="55"))
+    assert api.sent[0]["message_thread_id"] == "7"
+    assert json.loads(api.sent[0]["reply_parameters"])["message_id"] == 55
+
+
+async def test_invalid_token_is_fatal(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    api.me_response = error(401, "Unauthorized")
+    with pytest.raises(FatalChannelError) as caught:
+        await tg.run(Inbox())
+    assert TOKEN not in str(caught.value)
+    assert not tg.health().connected
+
+
+async def test_polling_hands_updates_over_in_order(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    tg.use_commands([CommandInfo(name="clear", summary="start over")])
+    inbox = Inbox()
+    api.queue_updates(message_update("one"), message_update("two"))
+    task = asyncio.create_task(tg.run(inbox))
+    try:
+        items = await inbox.wait(2)
+        assert [i.text for i in items] == ["one", "two"]
+        assert "setMyCommands" in api.calls
+        health = tg.health()
+        assert health.connected
+        assert health.last_inbound_ms is not None
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
+async def test_poll_conflict_raises_for_the_supervisor(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    api.updates_response = error(409, "Conflict: terminated by other getUpdates request")
+    with pytest.raises(ChannelUnavailable):
+        await tg.run(Inbox())
+    health = tg.health()
+    assert not health.connected
+    assert "conflict" in health.detail
+
+
+async def webhook_channel() -> TelegramChannel:
+    return TelegramChannel(
+        token=TOKEN,
+        base_url=BASE,
+        mode="webhook",
+        webhook_url="https://iris.example/telegram/webhook",
+        webhook_secret="s3cret",
+    )
+
+
+def webhook_request(body: bytes, secret: str | None) -> WebRequest:
+    headers = {"x-telegram-bot-api-secret-token": secret} if secret is not None else {}
+    return WebRequest(method="POST", path="/telegram/webhook", headers=headers, query="", body=body)
+
+
+async def test_webhook_checks_the_secret_and_dispatches(api: FakeBotAPI) -> None:
+    async with await webhook_channel() as tg:
+        (route,) = tg.routes()
+        body = json.dumps(message_update("via hook")).encode()
+        assert (await route.handler(webhook_request(body, "s3cret"))).status == 503  # not running
+        inbox = Inbox()
+        task = asyncio.create_task(tg.run(inbox))
+        try:
+            await asyncio.wait_for(tg.started.wait(), 5)
+            assert "setWebhook" in api.calls
+            assert (await route.handler(webhook_request(body, "wrong"))).status == 401
+            assert (await route.handler(webhook_request(body, None))).status == 401
+            assert inbox.items == []
+            assert (await route.handler(webhook_request(b"{not json", "s3cret"))).status == 400
+            assert (await route.handler(webhook_request(b"[1, 2]", "s3cret"))).status == 400
+            assert (await route.handler(webhook_request(body, "s3cret"))).status == 200
+            assert [i.text for i in await inbox.wait(1)] == ["via hook"]
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
+
+
+def test_webhook_mode_without_secret_is_fatal() -> None:
+    with pytest.raises(FatalChannelError):
+        TelegramChannel(token=TOKEN, base_url=BASE, mode="webhook", webhook_url="https://x")

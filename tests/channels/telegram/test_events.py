@@ -1,0 +1,102 @@
+"""Pure Telegram translation: which updates Iris sees, and how replies are cut and formatted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telegram import Update
+
+from channels.telegram.events import BotIdentity, reply_chunks, update_to_inbound
+from gateway.core.formatting import utf16_len
+from gateway.core.messages import ChatKind, ChatRef
+from tests.fakes.telegram import BOT_ID, BOT_USERNAME, mention, message_update
+
+ME = BotIdentity(user_id=BOT_ID, username=BOT_USERNAME)
+GROUP = {"chat_id": -100, "chat_type": "supergroup"}
+
+
+def translate(data: dict[str, Any]):  # type: ignore[no-untyped-def]
+    return update_to_inbound(Update.de_json(data, None), ME)
+
+
+def test_private_message_becomes_a_dm() -> None:
+    data = message_update("hello", user_id=7, update_id=555, message_id=9)
+    inbound = translate(data)
+    assert inbound is not None
+    assert inbound.kind is ChatKind.DM
+    assert inbound.chat == ChatRef(channel="telegram", chat_id="7")
+    assert inbound.user.key == "telegram:7"
+    assert (inbound.text, inbound.message_id) == ("hello", "9")
+    assert inbound.dedupe_keys == ("telegram:update:555",)
+    assert inbound.at_ms == 1_767_225_600_000
+
+
+def test_group_chatter_is_not_addressed() -> None:
+    inbound = translate(message_update("lunch?", **GROUP))
+    assert inbound is not None
+    assert inbound.kind is ChatKind.GROUP
+    assert not inbound.mentioned
+    assert not inbound.reply_to_bot
+
+
+def test_mention_addresses_the_bot_and_is_stripped() -> None:
+    text = "@iris_bot, what is 2+2"
+    inbound = translate(message_update(text, entities=mention(text), **GROUP))
+    assert inbound is not None
+    assert inbound.mentioned
+    assert inbound.text == "what is 2+2"
+
+
+def test_mention_of_someone_else_does_not_count() -> None:
+    text = "@someone_else hi"
+    inbound = translate(message_update(text, entities=mention(text, "@someone_else"), **GROUP))
+    assert inbound is not None
+    assert not inbound.mentioned
+
+
+def test_text_mention_and_reply_and_command_address_the_bot() -> None:
+    text_mention = [
+        {
+            "type": "text_mention",
+            "offset": 0,
+            "length": 4,
+            "user": {"id": BOT_ID, "is_bot": True, "first_name": "Iris"},
+        }
+    ]
+    assert translate(message_update("Iris hi", entities=text_mention, **GROUP)).mentioned  # type: ignore[union-attr]
+    assert translate(message_update("thanks", reply_to_bot=True, **GROUP)).reply_to_bot  # type: ignore[union-attr]
+    command = [{"type": "bot_command", "offset": 0, "length": 15}]
+    assert translate(message_update("/clear@iris_bot", entities=command, **GROUP)).mentioned  # type: ignore[union-attr]
+    plain = [{"type": "bot_command", "offset": 0, "length": 6}]
+    assert not translate(message_update("/clear", entities=plain, **GROUP)).mentioned  # type: ignore[union-attr]
+
+
+def test_forum_topics_are_separate_chats() -> None:
+    inbound = translate(message_update("hi", thread_id=77, **GROUP))
+    assert inbound is not None
+    assert inbound.chat.thread_id == "77"
+    assert inbound.chat.key == "telegram:-100:77"
+
+
+def test_bots_and_channel_posts_are_ignored() -> None:
+    assert translate(message_update("beep", from_bot=True)) is None
+    assert translate(message_update("news", chat_id=-200, chat_type="channel")) is None
+    assert translate({"update_id": 1, "edited_message": message_update("x")["message"]}) is None
+
+
+def test_caption_counts_as_text_and_no_text_stays_empty() -> None:
+    data = message_update("ignored")
+    del data["message"]["text"]
+    assert translate(data).text == ""  # type: ignore[union-attr]  # the router asks for text
+    data["message"]["caption"] = "look at this"
+    assert translate(data).text == "look at this"  # type: ignore[union-attr]
+
+
+def test_reply_chunks_respect_the_utf16_budget_and_escape_each_chunk() -> None:
+    text = ("😀 <b> " * 1500).strip()  # emoji are two UTF-16 units each
+    chunks = reply_chunks(text)
+    assert len(chunks) > 1
+    for html, plain in chunks:
+        assert utf16_len(plain) <= 4096
+        assert "<b>" not in html  # the user's "<b>" is escaped, never a tag
+        assert "&lt;b&gt;" in html

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+
+from channels.console import ConsoleChannel
+from gateway.app.app import App
+from gateway.core.clock import ManualClock
+from gateway.core.errors import FatalChannelError
+from gateway.core.messages import ChatRef, Inbound, Outbound
+from gateway.core.ports import InboundHandler
+from tests.conftest import make_config
+from tests.fakes import FakeLLM, MemoryChannel, inbound, run_clock_until
+
+
+async def test_console_interactive_prompts_and_plain_replies() -> None:
+    out = io.StringIO()
+    console = ConsoleChannel(stdin=io.StringIO("hi\n\n/help\n"), stdout=out, interactive=True)
+    seen: list[Inbound] = []
+
+    async def handle(message: Inbound) -> None:
+        seen.append(message)
+        await console.send(
+            Outbound(
+                chat=message.chat, text=f"**re** {message.text}", idempotency_key=message.message_id
+            )
+        )
+
+    await console.run(handle)
+    assert [m.text for m in seen] == ["hi", "/help"]
+    assert seen[0].message_id != seen[1].message_id
+    assert out.getvalue() == "you> iris> re hi\nyou> you> iris> re /help\nyou> "
+    assert console.done.is_set()
+
+
+async def test_serve_stops_intake_drains_and_returns(
+    config: object, llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    async with App(
+        config=config,
+        channels=[channel],
+        llm_override=llm,  # type: ignore[arg-type]
+        use_llm_override=True,
+        clock=ManualClock(),
+    ) as app:
+        stop = asyncio.Event()
+        serving = asyncio.create_task(app.serve(stop))
+        await channel.started.wait()
+        assert channel.handler is not None
+        turn = channel.handler(inbound("hello"))
+        stop.set()
+        await serving
+        await turn
+    assert channel.texts() == ["ok"]
+
+
+class Flaky(MemoryChannel):
+    def __init__(self, failures: list[BaseException]) -> None:
+        super().__init__()
+        self.failures = failures
+        self.runs = 0
+
+    async def run(self, on_inbound: InboundHandler) -> None:
+        self.runs += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        await super().run(on_inbound)
+
+
+async def test_a_crashing_channel_is_restarted_with_backoff(tmp_path: Path, llm: FakeLLM) -> None:
+    clock = ManualClock()
+    flaky = Flaky([ConnectionError("reset"), ConnectionError("reset")])
+    async with App(
+        config=make_config(tmp_path),
+        channels=[flaky],
+        llm_override=llm,
+        use_llm_override=True,
+        clock=clock,
+    ) as app:
+        stop = asyncio.Event()
+        serving = asyncio.create_task(app.serve(stop))
+        await run_clock_until(clock, flaky.started.is_set)
+        stop.set()
+        await serving
+    assert flaky.runs == 3
+
+
+async def test_a_fatal_channel_error_stops_the_app(tmp_path: Path, llm: FakeLLM) -> None:
+    flaky = Flaky([FatalChannelError("invalid bot token")])
+    async with App(
+        config=make_config(tmp_path),
+        channels=[flaky],
+        llm_override=llm,
+        use_llm_override=True,
+        clock=ManualClock(),
+    ) as app:
+        with pytest.raises(FatalChannelError, match="invalid bot token"):
+            await app.serve(asyncio.Event())
+
+
+def test_chat_ref_keys() -> None:
+    assert ChatRef(channel="telegram", chat_id="1").key == "telegram:1"
+    assert ChatRef(channel="telegram", chat_id="1", thread_id="9").key == "telegram:1:9"

@@ -1,0 +1,78 @@
+"""The HTTP server: framework-free routes, fixed 500s, /healthz, bind errors."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from gateway.admin.http import HttpServer, health_report, health_route
+from gateway.core.errors import ConfigError
+from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
+from gateway.core.ports import WebRoute
+
+UP = ChannelHealth(channel="telegram", connected=True, last_ok_ms=5, last_inbound_ms=4)
+DOWN = ChannelHealth(channel="slack", connected=False, detail="invalid token")
+
+
+async def echo(request: WebRequest) -> WebResponse:
+    return WebResponse(status=201, body=f"{request.headers.get('x-thing')}:{request.body.decode()}")
+
+
+async def broken(request: WebRequest) -> WebResponse:
+    raise RuntimeError("secret internals")
+
+
+@pytest.fixture
+async def base() -> AsyncIterator[str]:
+    healths = [UP]
+    server = HttpServer(host="127.0.0.1", port=0)
+    server.add_route(WebRoute("POST", "/echo", echo))
+    server.add_route(WebRoute("POST", "/broken", broken))
+    server.add_route(health_route(lambda: healths))
+    async with server:
+        yield f"http://127.0.0.1:{server.port}"
+
+
+async def test_routes_get_headers_lower_cased_and_the_raw_body(base: str) -> None:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"{base}/echo", data=b"hi", headers={"X-Thing": "1"}) as r,
+    ):
+        assert (r.status, await r.text()) == (201, "1:hi")
+
+
+async def test_a_failing_handler_answers_a_fixed_500(base: str) -> None:
+    async with aiohttp.ClientSession() as s, s.post(f"{base}/broken") as r:
+        assert r.status == 500
+        assert "secret" not in await r.text()
+
+
+async def test_healthz_reports_channels(base: str) -> None:
+    async with aiohttp.ClientSession() as s, s.get(f"{base}/healthz") as r:
+        assert r.status == 200
+        body = await r.json()
+    assert body == {
+        "ok": True,
+        "channels": {
+            "telegram": {"connected": True, "last_inbound_ms": 4, "last_ok_ms": 5, "detail": ""}
+        },
+    }
+
+
+def test_one_disconnected_channel_makes_health_not_ok() -> None:
+    report = health_report([UP, DOWN])
+    assert report["ok"] is False
+    assert report["channels"]["slack"]["detail"] == "invalid token"  # type: ignore[index]
+
+
+async def test_a_taken_port_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+            async with HttpServer(host="127.0.0.1", port=port):
+                pass

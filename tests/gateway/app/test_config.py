@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.app.config import ConfigError, load_config
+
+
+def problems(path: Path | None = None, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env=env or {})
+    return info.value.problems
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None, env={})
+    assert config.settings.llm.model == "claude-sonnet-5-5"
+    assert config.settings.auth.allow == ()
+    assert config.source is None
+
+
+def test_example_config_is_valid() -> None:
+    example = Path(__file__).parents[3] / "config.toml.example"
+    assert load_config(example, env={}).settings.http.host == "127.0.0.1"
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    assert problems(tmp_path / "nope.toml") == [
+        f"--config: file not found: {tmp_path / 'nope.toml'}"
+    ]
+
+
+def test_unknown_key_names_the_path(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm]\nmodle = 'x'\n")
+    assert problems(path) == ["llm.modle: unknown key"]
+
+
+def test_secret_in_file_is_rejected_without_echoing_it(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm]\napi_key = 'sk-very-secret'\n")
+    found = problems(path)
+    assert found == ["llm.api_key: unknown key"]
+    assert "sk-very-secret" not in " ".join(found)
+
+
+def test_wrong_type_and_bad_values_one_line_each(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[llm]\nmax_tokens = 'lots'\n[proactive]\ndefault_timezone = 'Mars/Olympus'\n"
+        "scan_cron = '61 * * * *'\n[auth]\nallow = ['nocolon']\n",
+    )
+    found = problems(path)
+    assert len(found) == 4
+    keys = sorted(line.split(":")[0] for line in found)
+    assert keys == [
+        "auth.allow",
+        "llm.max_tokens",
+        "proactive.default_timezone",
+        "proactive.scan_cron",
+    ]
+    assert "lots" not in " ".join(found)
+
+
+def test_invalid_toml_is_reported(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm\n")
+    assert "invalid TOML" in problems(path)[0]
+
+
+def test_env_overrides_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm]\nmodel = 'from-file'\nmax_tokens = 100\n")
+    config = load_config(path, env={"IRIS_LLM__MODEL": "from-env"})
+    assert config.settings.llm.model == "from-env"
+    assert config.settings.llm.max_tokens == 100
+
+
+def test_env_list_value_and_unknown_env_section(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, ""), env={"IRIS_AUTH__ALLOW": '["telegram:1"]'})
+    assert config.settings.auth.allow == ("telegram:1",)
+    assert problems(write(tmp_path, ""), {"IRIS_LMM__MODEL": "x"}) == [
+        "IRIS_LMM__MODEL: unknown section 'lmm'"
+    ]
+
+
+def test_enabled_channel_requires_its_secret(tmp_path: Path) -> None:
+    path = write(tmp_path, "[telegram]\nenabled = true\n")
+    assert problems(path) == [
+        "telegram.enabled: requires the environment variable TELEGRAM_BOT_TOKEN"
+    ]
+    assert (
+        load_config(path, env={"TELEGRAM_BOT_TOKEN": "123:abc"}).secrets.get("TELEGRAM_BOT_TOKEN")
+        == "123:abc"
+    )
+
+
+def test_secrets_repr_hides_values(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, ""), env={"ANTHROPIC_API_KEY": "sk-hidden"})
+    assert "sk-hidden" not in repr(config.secrets)
+    assert config.secrets.missing()[0] == "TELEGRAM_BOT_TOKEN"
+
+
+def test_cli_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm]\nbogus = 1\nmax_tokens = -5\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.app", "doctor", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "config error: llm.max_tokens: Input should be greater than or equal to 16",
+        "config error: llm.bogus: unknown key",
+    ]

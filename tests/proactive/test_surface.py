@@ -1,0 +1,225 @@
+"""What users and the model touch: tools (scoped to the chat's user), commands with bad input,
+the context provider, engagement marking, and the wiring in the app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.app.app import App
+from gateway.core.clock import ManualClock
+from gateway.core.llm import ToolResult
+from tests.conftest import app_with, make_config
+from tests.fakes import FakeLLM, MemoryChannel, inbound
+
+
+def midday(app: App) -> ManualClock:
+    """The fixture's clock starts at 00:00 UTC, inside the default quiet hours."""
+    assert isinstance(app.clock, ManualClock)
+    app.clock.advance(12 * 3600)
+    return app.clock
+
+
+async def say(app: App, text: str, user: str = "u1") -> None:
+    await app.router.submit(inbound(text, user=user, chat=f"chat-{user}"))
+
+
+def last_tool_result(llm: FakeLLM) -> ToolResult:
+    parts = llm.requests[-1].messages[-1].parts
+    result = parts[0]
+    assert isinstance(result, ToolResult)
+    return result
+
+
+async def test_model_registers_and_lists_a_follow_up(app: App, llm: FakeLLM) -> None:
+    llm.enqueue_tool("proactive_intent", {"what": "ask about the server fix", "why": "committed",
+                                          "delay_minutes": 1440})  # fmt: skip
+    llm.enqueue_text("Good luck with it!")
+    await say(app, "I'll fix that server tomorrow")
+    assert "Registered #1" in last_tool_result(llm).content
+    pending = await app.proactive_store.pending_intents(1)
+    assert [(i.what, i.kind, i.confidence) for i in pending] == [
+        ("ask about the server fix", "ai", 0.8)
+    ]
+    llm.enqueue_text("noted")
+    await say(app, "anything else?")
+    system = llm.requests[-1].system_dynamic
+    assert "Proactive quota: 3/3 left today" in system
+    assert "Pending follow-ups (1):" in system
+    assert "ask about the server fix" in system
+
+
+async def test_a_chat_cannot_cancel_another_users_intent(app: App, llm: FakeLLM) -> None:
+    llm.enqueue_tool("proactive_intent", {"what": "x", "delay_minutes": 60})
+    llm.enqueue_text("ok")
+    await say(app, "remind me", user="alice")
+    llm.enqueue_tool("proactive_cancel", {"id": 1})
+    llm.enqueue_text("done")
+    await say(app, "cancel follow-up 1", user="mallory")
+    result = last_tool_result(llm)
+    assert result.is_error
+    assert "no pending follow-up #1" in result.content
+    assert len(await app.proactive_store.pending_intents(1)) == 1
+    # Mallory's command can't either, and sees a clear error.
+    await say(app, "/cancel 1", user="mallory")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"what": "x"},  # no time
+        {"what": "x", "delay_minutes": 5, "at": "2026-01-02T10:00:00+00:00"},  # both
+        {"what": "x", "at": "tomorrow"},
+        {"what": "x", "at": "2026-01-02T10:00:00"},  # no offset
+        {"what": "x", "at": "2025-01-02T10:00:00+00:00"},  # past
+        {"what": "", "delay_minutes": 5},
+        {"what": "x", "delay_minutes": 5, "confidence": 3},
+    ],
+)
+async def test_bad_intent_arguments_are_tool_errors(
+    app: App, llm: FakeLLM, args: dict[str, object]
+) -> None:
+    llm.enqueue_tool("proactive_intent", args)
+    llm.enqueue_text("sorry")
+    await say(app, "remind me")
+    assert last_tool_result(llm).is_error
+    assert await app.proactive_store.pending_intents(1) == []
+
+
+async def test_admin_tools_are_not_offered_to_users(app: App, llm: FakeLLM) -> None:
+    llm.enqueue_text("hi")
+    await say(app, "hello")
+    names = {t.name for t in llm.requests[-1].tools}
+    assert {"proactive_intent", "proactive_cancel", "proactive_list", "proactive_quota"} <= names
+    assert not names & {"proactive_scan", "proactive_execute", "proactive_engage"}
+
+
+async def test_commands_and_their_bad_input(app: App, channel: MemoryChannel) -> None:
+    cases = [
+        ("/proactive", "Proactive messages are on"),
+        ("/proactive maybe", "Usage: /proactive on|off"),
+        ("/proactive off", "Proactive messages are off"),
+        ("/proactive", "Proactive messages are off"),
+        ("/quiet 25-3", "Hours go from 0 to 23"),
+        ("/quiet soon", "Usage: /quiet HH-HH"),
+        ("/quiet 7-7", "same hour"),
+        ("/quiet 23-7", "Quiet hours set to 23:00–07:00"),
+        ("/quiet", "Your quiet hours: 23:00–07:00 (UTC)"),
+        ("/quiet off", "Quiet hours are off"),
+        ("/quiet default", "reset to the default (22:00–08:00)"),
+        ("/followups", "You have no pending follow-ups."),
+        ("/cancel abc", "Usage: /cancel ID"),
+        ("/cancel 42", "You have no pending follow-up #42"),
+        ("/why", "I haven't sent you any proactive message yet."),
+    ]
+    for text, expected in cases:
+        await say(app, text)
+        assert expected in channel.texts()[-1], (text, channel.texts()[-1])
+    user = await app.conversations.get_user(inbound("x").user)
+    assert user is not None
+    assert user.settings == {"proactive_enabled": False}
+
+
+async def test_followups_cancel_and_why_after_a_send(
+    app: App, llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    clock = midday(app)
+    llm.enqueue_tool("proactive_intent", {"what": "check the deploy", "why": "user asked",
+                                          "delay_minutes": 30, "confidence": 0.9})  # fmt: skip
+    llm.enqueue_tool("proactive_intent", {"what": "water plants", "delay_minutes": 90,
+                                          "kind": "user_reminder"})  # fmt: skip
+    llm.enqueue_text("sure")
+    await say(app, "deploying now; remind me to water plants")
+    await say(app, "/followups")
+    assert "#1 " in channel.texts()[-1]
+    assert "#2 " in channel.texts()[-1]
+    assert "(reminder): water plants" in channel.texts()[-1]
+    await say(app, "/cancel 2")
+    assert channel.texts()[-1] == "Cancelled follow-up #2."
+    clock.advance(31 * 60)
+    llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Did the deploy work?"})
+    assert app.proactive_engine is not None
+    await app.proactive_engine.tick()
+    assert channel.texts()[-1] == "Did the deploy work?"
+    gate = llm.requests[-1]
+    assert (gate.purpose, gate.tool_choice) == ("proactive_gate", "proactive_decision")
+    await say(app, "/why")
+    why = channel.texts()[-1]
+    assert '"check the deploy" — because: user asked (confidence 0.90)' in why
+    assert "a follow-up I registered #1" in why
+
+
+async def test_engagement_is_marked_when_the_user_writes_within_24h(app: App, llm: FakeLLM) -> None:
+    clock = midday(app)
+    await say(app, "hi")
+    llm.enqueue_tool("proactive_intent", {"what": "a", "delay_minutes": 5})
+    await say(app, "later")
+    clock.advance(6 * 60)
+    llm.enqueue_tool("proactive_decision", {"action": "send", "message": "ping"})
+    assert app.proactive_engine is not None
+    await app.proactive_engine.tick()
+    await say(app, "/why")  # a command is not engagement
+    assert await app.proactive_log.engagement_rate(1, app.clock.now_ms()) == 0.0
+    clock.advance(3600)
+    await say(app, "oh thanks!")
+    assert await app.proactive_log.engagement_rate(1, app.clock.now_ms()) == 1.0
+    engaged = await app.vault.fetchone("SELECT engaged, engaged_at FROM proactive_log")
+    assert engaged is not None
+    assert tuple(engaged) == (1, app.clock.now_ms())
+
+
+async def test_disabled_engine_registers_no_tools_and_no_background(tmp_path: Path) -> None:
+    config = make_config(tmp_path, proactive={"enabled": False})
+    async with app_with(config, MemoryChannel(), FakeLLM()) as app:  # fmt: skip
+        assert app.proactive_engine is None
+        assert app.background == []
+        assert "proactive" in app.commands.names()
+
+
+async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
+    llm, channel = FakeLLM(), MemoryChannel()
+    config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": ["memory:*"]})
+    clock = ManualClock()
+    clock.advance(12 * 3600)
+    async with app_with(config, channel, llm, clock=clock) as app:  # fmt: skip
+        assert app.proactive_engine is not None
+        llm.enqueue_tool("proactive_intent", {"what": "later", "delay_minutes": 600})
+        llm.enqueue_text("ok")
+        await say(app, "remind me much later")
+        llm.enqueue_tool("proactive_execute", {"id": 1})
+        llm.enqueue_text("no")
+        await say(app, "run it now")
+        assert last_tool_result(llm).is_error  # not an admin: the tool does not exist for them
+        llm.enqueue_tool("proactive_execute", {"id": 1})
+        llm.enqueue_text("done")
+        await say(app, "run follow-up 1 now", user="boss")
+        assert "runs at the next tick" in last_tool_result(llm).content
+        llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Now, as asked."})
+        assert (await app.proactive_engine.tick()).outcomes == {"sent": 1}
+        llm.enqueue_tool("proactive_engage", {"id": 1})
+        llm.enqueue_text("marked")
+        await say(app, "mark it engaged", user="boss")
+        assert not last_tool_result(llm).is_error
+        assert await app.proactive_log.engagement_rate(1, clock.now_ms()) == 1.0
+        llm.enqueue_tool("proactive_scan", {})
+        llm.enqueue_text("scanned")
+        await say(app, "scan", user="boss")
+        assert last_tool_result(llm).content.startswith("Scan done: 0 dormant")
+
+
+async def test_a_replayed_registration_adds_no_second_follow_up(app: App, llm: FakeLLM) -> None:
+    for _ in range(2):  # e.g. the user retried after the model failed later in the turn
+        llm.enqueue_tool("proactive_intent", {"what": "ask about the fix", "delay_minutes": 60})
+        llm.enqueue_text("ok")
+        await say(app, "I'll fix it tomorrow")
+    assert "Already registered as #1" in last_tool_result(llm).content
+    assert [i.what for i in await app.proactive_store.pending_intents(1)] == ["ask about the fix"]
+    llm.enqueue_tool(
+        "proactive_intent",
+        {"what": "ask about the fix", "delay_minutes": 60},
+    )
+    llm.enqueue_text("ok")
+    await say(app, "same, from another chat", user="u2")
+    assert "Registered #2" in last_tool_result(llm).content  # another user's is their own
