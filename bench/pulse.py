@@ -7,8 +7,9 @@
    once per `--concurrency` value (chats executed at a time; the engine's default is 8).
 3. One passive scan over U users with a realistic mix of histories (target <= 2 s).
 
-Fixtures are bulk-loaded with the stdlib `sqlite3` module (setup is not what is measured);
-everything measured runs through the real vault, stores, policy, executor and engine.
+Fixtures are bulk-loaded over a plain `sqlite3` connection by `vault/bulk.py` (setup is not
+what is measured); everything measured runs through the real vault, stores, policy, executor
+and engine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -32,7 +34,9 @@ from gateway.core.messages import ChatRef, Outbound, SentReceipt
 from gateway.turns.delivery import Delivery
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
+from proactive.outcome import Outcome
 from proactive.policy import DAY_MS, HOUR_MS, PolicyConfig
+from vault.bulk import SeedIntent, SeedMessage, SeedUser, add_intents, add_messages, add_users
 from vault.db import Vault
 from vault.memories import Memories
 from vault.migrations import migrate
@@ -50,6 +54,12 @@ SEND = LLMResponse(
 
 class NullChannel:
     name = "bench"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
     async def send(self, out: Outbound) -> SentReceipt:
         return SentReceipt(platform_message_ids=("1",))
@@ -77,20 +87,12 @@ class NoLock:
 
 
 def seed_users(db: sqlite3.Connection, n: int) -> None:
-    db.executemany(
-        "INSERT INTO users (id, channel, user_id, first_seen_ms, last_seen_ms) VALUES (?,?,?,?,?)",
+    add_users(
+        db,
         (
-            (i, "bench", f"u{i}", NOW - 60 * DAY_MS, NOW - (i % 20) * DAY_MS)
+            SeedUser(i, "bench", f"u{i}", f"c{i}", NOW - 60 * DAY_MS, NOW - (i % 20) * DAY_MS)
             for i in range(1, n + 1)
         ),
-    )
-    db.executemany(
-        "INSERT INTO chats (id, channel, chat_id, created_ms) VALUES (?,?,?,?)",
-        ((i, "bench", f"c{i}", NOW - 60 * DAY_MS) for i in range(1, n + 1)),
-    )
-    db.executemany(
-        "INSERT INTO sessions (id, chat, started_ms) VALUES (?,?,?)",
-        ((i, i, NOW - 60 * DAY_MS) for i in range(1, n + 1)),
     )
 
 
@@ -127,12 +129,8 @@ async def bench_idle_tick(tmp: Path, pending: int) -> None:
     await migrated(path)
     with sqlite3.connect(path) as db:
         seed_users(db, 1000)
-        db.executemany(
-            """INSERT INTO proactive_intents (chat, user, what, execute_at, due_at, created_at)
-               VALUES (?, ?, 'later', ?, ?, ?)""",
-            (((i % 1000) + 1, (i % 1000) + 1, NOW + HOUR_MS + i, NOW + HOUR_MS + i, NOW)
-             for i in range(pending)),
-        )  # fmt: skip
+        add_intents(db, (SeedIntent((i % 1000) + 1, (i % 1000) + 1, "later", NOW + HOUR_MS + i,
+                                    NOW) for i in range(pending)))  # fmt: skip
     vault, engine = await open_engine(path, PolicyConfig(), 20)
     try:
         times = []
@@ -153,12 +151,8 @@ async def bench_executions(tmp: Path, due: int, concurrency: int) -> None:
     users = max(1, due // 5)
     with sqlite3.connect(path) as db:
         seed_users(db, users)
-        db.executemany(
-            """INSERT INTO proactive_intents (chat, user, what, execute_at, due_at, created_at)
-               VALUES (?, ?, 'check in', ?, ?, ?)""",
-            (((i % users) + 1, (i % users) + 1, NOW - 1000, NOW - 1000, NOW - DAY_MS)
-             for i in range(due)),
-        )  # fmt: skip
+        add_intents(db, (SeedIntent((i % users) + 1, (i % users) + 1, "check in", NOW - 1000,
+                                    NOW - DAY_MS) for i in range(due)))  # fmt: skip
     unlimited = PolicyConfig(per_user_daily=10**9, global_daily=10**9, quiet_start=0, quiet_end=0)
     vault, engine = await open_engine(path, unlimited, due, concurrency)
     try:
@@ -167,7 +161,7 @@ async def bench_executions(tmp: Path, due: int, concurrency: int) -> None:
         elapsed = time.perf_counter() - started
     finally:
         await vault.close()
-    assert report.outcomes == {"sent": due}, report.outcomes
+    assert report.outcomes == {Outcome.SENT: due}, report.outcomes
     print(f"executions, {due:,} due items, {concurrency} chats at a time (policy, gate, "
           f"outbox, send, record): {due / elapsed:,.0f}/s "
           f"({elapsed * 1000 / due:.3f} ms each)")  # fmt: skip
@@ -178,20 +172,16 @@ async def bench_scan(tmp: Path, users: int) -> None:
     await migrated(path)
     with sqlite3.connect(path) as db:
         seed_users(db, users)
-        rows = []
+        rows: list[SeedMessage] = []
         for i in range(1, users + 1):
             last = NOW - (i % 20) * DAY_MS
             for week in range(5):  # some history, busier in the past for a share of users
                 for n in range(1 if i % 7 else 3):
                     at = last - week * 7 * DAY_MS - n * HOUR_MS
-                    rows.append((i, i, i, "user", "hi", at))
+                    rows.append(SeedMessage(i, i, i, "user", "hi", at))
             if i % 20 == 5:  # the last word was a question, four days ago
-                rows.append((i, i, None, "assistant", "Did that work?", last + HOUR_MS))
-        db.executemany(
-            """INSERT INTO messages (session, chat, user, role, text, at_ms)
-               VALUES (?, ?, ?, ?, ?, ?)""",
-            rows,
-        )
+                rows.append(SeedMessage(i, i, None, "assistant", "Did that work?", last + HOUR_MS))
+        add_messages(db, rows)
     vault, engine = await open_engine(path, PolicyConfig(), 20)
     try:
         times, found = [], []

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -33,6 +34,12 @@ from gateway.core.ports import InboundHandler
 
 class NullChannel:
     name = "bench"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
     def command_hint(self, command: str) -> str:
         return f"/{command}"

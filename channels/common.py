@@ -1,43 +1,19 @@
 """Bookkeeping the platform channels share (no platform code here; one I/O class per platform
 stays in its own package).
 
-- `InboundTurns`: inbound messages handed to the router without awaiting them (a platform's
-  receive loop must not wait for a model call), each kept referenced until its turn ends, and
-  a failure logged rather than lost in an unawaited task.
-- `ChunkProgress`: a long reply goes out as several platform messages. When a send fails after
-  some chunks went out, delivery retries the whole `Outbound`; the chunks already sent (by
-  idempotency key) are skipped, so the user never sees the first half twice.
+`ChunkProgress`: a long reply goes out as several platform messages. When a send fails after
+some chunks went out, delivery retries the whole `Outbound`; the chunks already sent (by
+idempotency key) are skipped, so the user never sees the first half twice.
+
+Inbound turns need nothing here: a channel calls `on_inbound(inbound)` in arrival order and
+the router schedules, tracks and logs the turn (`gateway.core.ports.InboundHandler`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections import OrderedDict
 
-from gateway.core.messages import Inbound
-from gateway.core.ports import InboundHandler
-
-log = logging.getLogger(__name__)
-
 KEEP = 1000  # partial multi-chunk sends remembered (least recently used out first)
-
-
-class InboundTurns:
-    def __init__(self, channel: str) -> None:
-        self._channel = channel
-        self._pending: set[asyncio.Future[None]] = set()
-
-    def dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
-        """Hand `inbound` over in arrival order: the router schedules it at call time."""
-        future = asyncio.ensure_future(on_inbound(inbound))
-        self._pending.add(future)
-        future.add_done_callback(self._settled)
-
-    def _settled(self, future: asyncio.Future[None]) -> None:
-        self._pending.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("%s: inbound handler failed", self._channel, exc_info=future.exception())
 
 
 class ChunkProgress:

@@ -13,7 +13,8 @@ import os
 import sys
 import threading
 import time
-from typing import TextIO
+from types import TracebackType
+from typing import Self, TextIO
 
 from gateway.core.formatting import to_plain
 from gateway.core.messages import ChatKind, ChatRef, Inbound, Outbound, SentReceipt, UserRef
@@ -54,6 +55,14 @@ class ConsoleChannel:
     def name(self) -> str:
         return CHANNEL
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None  # nothing to close: the stdin reader is a daemon thread
+
     def command_hint(self, command: str) -> str:
         return f"/{command}"
 
@@ -82,6 +91,7 @@ class ConsoleChannel:
                 if not line.strip():
                     continue
                 n += 1
+                # One line at a time: the next prompt comes after this line's reply.
                 await on_inbound(
                     line_to_inbound(line, f"{self._run_id}-{n}", time.time_ns() // 10**6)
                 )

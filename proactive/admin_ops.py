@@ -12,10 +12,9 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from gateway.admin.chat import Sub
-from gateway.admin.schema import IntentRequest, TriggerRequest
-from gateway.core.admin_ops import JSON
+from gateway.core.admin_ops import JSON, NewIntent, NewTrigger
 from gateway.core.errors import NotFound, ToolError, UserInputError, WrongState
+from gateway.features.contributions import AdminSub
 from gateway.turns.commands import CommandCall
 from proactive.engine import Engine
 from proactive.policy import PolicyConfig, local_day_start_ms, user_prefs
@@ -60,7 +59,7 @@ class ProactiveAdmin:
             raise UserInputError(f"{user_key} has never written in {chat_key}")
         return user, int(chat)
 
-    async def register(self, request: IntentRequest, *, now_ms: int) -> JSON:
+    async def register(self, request: NewIntent, *, now_ms: int) -> JSON:
         user, chat = await self._target(request.user, request.chat)
         try:
             at = (
@@ -83,7 +82,7 @@ class ProactiveAdmin:
             self.engine.wake()
         return {"id": intent_id, "status": "pending", "execute_at": at}
 
-    async def trigger(self, request: TriggerRequest, *, now_ms: int) -> JSON:
+    async def trigger(self, request: NewTrigger, *, now_ms: int) -> JSON:
         user, chat = await self._target(request.user, request.chat)
         key = f"key:{request.key}" if request.key else f"auto:{uuid.uuid4().hex}"
         seen = await self.queries.trigger_by_key(user, "external", key)
@@ -120,11 +119,7 @@ class ProactiveAdmin:
 
     async def quota(self, user: str, *, now_ms: int) -> JSON:
         user_pk = await self._user(user)
-        row = await self.store.vault.fetchone(
-            "SELECT timezone, settings FROM users WHERE id = ?", (user_pk,)
-        )
-        assert row is not None
-        zone = user_prefs(row["timezone"], {}, self.policy).zone
+        zone = user_prefs(await self.queries.user_timezone(user_pk), {}, self.policy).zone
         used = await self.plog.sends_since(user=user_pk, since_ms=local_day_start_ms(now_ms, zone))
         rate = await self.plog.engagement_rate(user_pk, now_ms)
         return {"user": user, "used_today": used, "max_per_day": self.policy.per_user_daily,
@@ -150,14 +145,14 @@ class ProactiveAdmin:
         self.engine.wake()
         return {"id": item_id, "status": "due", "execute_at": now_ms}
 
-    def subs(self) -> list[Sub]:
+    def subs(self) -> list[AdminSub]:
         return [
-            Sub("intents", "[user]", "pending follow-ups (all users or one)", self._intents),
-            Sub("triggers", "", "pending passive triggers", self._triggers),
-            Sub("cancel", "ID", "cancel a pending follow-up", self._cancel),
-            Sub("fire", "ID", "run a follow-up now (policy and gate still apply)", self._fire),
-            Sub("scan", "", "run the passive scan now", self._scan),
-            Sub("quota", "[user]", "a user's proactive quota (default: you)", self._quota),
+            AdminSub("intents", "[user]", "pending follow-ups (all users or one)", self._intents),
+            AdminSub("triggers", "", "pending passive triggers", self._triggers),
+            AdminSub("cancel", "ID", "cancel a pending follow-up", self._cancel),
+            AdminSub("fire", "ID", "run a follow-up now (policy and gate still apply)", self._fire),
+            AdminSub("scan", "", "run the passive scan now", self._scan),
+            AdminSub("quota", "[user]", "a user's proactive quota (default: you)", self._quota),
         ]
 
     async def _intents(self, call: CommandCall, args: str) -> str:

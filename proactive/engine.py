@@ -25,15 +25,16 @@ from datetime import UTC, datetime
 
 from croniter import croniter
 
-from gateway.app.config import ProactiveSection
 from gateway.core.messages import Outbound, OutboundKind
 from gateway.core.ports import Clock
 from proactive.execute import Executor
+from proactive.outcome import Outcome
 from proactive.policy import DAY_MS, HOUR_MS
+from proactive.settings import ProactiveSection
 from proactive.tick import TickCache
 from vault.db import Vault
 from vault.proactive.scan import ScanResult, scan
-from vault.proactive.store import Delivering, Item, ProactiveStore
+from vault.proactive.store import Delivering, Item, ItemStatus, ProactiveStore
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class TickReport:
     claimed: int
     expired_unclaimed: int
     reconciled: int
-    outcomes: dict[str, int]
+    outcomes: dict[Outcome, int]
 
 
 class Engine:
@@ -158,7 +159,7 @@ class Engine:
         items = await self.store.claim(
             now_ms=now, lease_ms=self.config.lease_ms, limit=self.config.max_per_tick, token=token
         )
-        outcomes: Counter[str] = Counter()
+        outcomes: Counter[Outcome] = Counter()
         tick = self.executor.new_tick()
         await self.executor.prefetch(tick, items)
         chats: dict[int, list[Item]] = {}
@@ -176,15 +177,15 @@ class Engine:
                 tg.create_task(worker())
         return TickReport(len(items), expired, reconciled, dict(outcomes))
 
-    async def _execute(self, item: Item, tick: TickCache) -> str:
+    async def _execute(self, item: Item, tick: TickCache) -> Outcome:
         try:
             return await self.executor.process(item, tick)
         except Exception:
             log.exception("%s: execution failed", item.key)
             failed = await self.store.finish(
-                item, "failed", "internal error during execution", self.clock.now_ms()
+                item, ItemStatus.FAILED, "internal error during execution", self.clock.now_ms()
             )
-            return "failed" if failed else "lost"
+            return Outcome.FAILED if failed else Outcome.LOST
 
     async def reconcile(self, token: str) -> int:
         """Finish `delivering` rows: from their outbox outcome, or after their lease expired."""
@@ -198,7 +199,7 @@ class Engine:
                     "uncertain": "delivery outcome unknown (interrupted send)",
                 }[row.outbox_status]
                 if await self.store.complete_delivery(
-                    row.item, row.outbox_status, reason, row.text, now
+                    row.item, ItemStatus(row.outbox_status), reason, row.text, now
                 ):
                     done += 1
             elif row.lease_until <= now:
@@ -211,9 +212,8 @@ class Engine:
             return 0
         if row.outbox_status == "sending":
             await self.store.interrupted_send(row.outbox_id, now)
-            await self.store.complete_delivery(
-                item, "uncertain", "delivery outcome unknown (interrupted send)", row.text, now
-            )
+            reason = "delivery outcome unknown (interrupted send)"
+            await self.store.complete_delivery(item, ItemStatus.UNCERTAIN, reason, row.text, now)
             return 1
         # Written but never attempted (the run stopped between commit and send): send it now.
         # (Like the outbox's own startup recovery, this does not re-check quiet hours: the

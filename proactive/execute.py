@@ -31,6 +31,7 @@ from gateway.core.errors import (
 from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.messages import Outbound, OutboundKind
 from gateway.core.ports import Clock
+from gateway.turns.delivery import DeliveryStatus
 from proactive.gate import (
     Decision,
     GateContext,
@@ -39,6 +40,7 @@ from proactive.gate import (
     parse_decision,
     reminder_text,
 )
+from proactive.outcome import Outcome
 from proactive.policy import (
     HOUR_MS,
     Action,
@@ -58,7 +60,7 @@ from proactive.tick import TickCache
 from vault.batch import SyncBody
 from vault.memories import Memories
 from vault.proactive.log import ProactiveLog
-from vault.proactive.store import Item, LostClaim, ProactiveStore, QuotaCheck
+from vault.proactive.store import Item, ItemStatus, LostClaim, ProactiveStore, QuotaCheck
 from vault.proactive.tx import complete_in
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ Probe = Callable[[str, Item], Awaitable[None]]
 
 class SendResult(Protocol):
     @property
-    def status(self) -> str: ...
+    def status(self) -> DeliveryStatus: ...
 
 
 class Deliver(Protocol):
@@ -125,7 +127,7 @@ class Executor:
     def prefs(self, item: Item) -> UserPrefs:
         return user_prefs(item.timezone, item.settings, self.policy)
 
-    async def process(self, item: Item, tick: TickCache | None = None) -> str:
+    async def process(self, item: Item, tick: TickCache | None = None) -> Outcome:
         """Run one claimed item; return its outcome for the tick report."""
         tick = tick or self.new_tick()
         await self.probe("claimed", item)
@@ -144,21 +146,23 @@ class Executor:
         verdict = decide(candidate, prefs, counts, now, self.policy, self.jitter())
         await self.probe("policy", item)
         if verdict.action is Action.EXPIRE:
-            return await self._finish(item, "expired", verdict.reason)
+            return await self._finish(item, ItemStatus.EXPIRED, verdict.reason)
         if verdict.action is Action.SKIP:
-            return await self._finish(item, "skipped", verdict.reason)
+            return await self._finish(item, ItemStatus.SKIPPED, verdict.reason)
         if verdict.action is Action.RESCHEDULE:
             assert verdict.at_ms is not None
             return await self._reschedule(item, verdict.at_ms, verdict.reason)
         if item.chat_unreachable:
-            return await self._finish(item, "failed", "the chat is unreachable (bot blocked?)")
+            return await self._finish(
+                item, ItemStatus.FAILED, "the chat is unreachable (bot blocked?)"
+            )
         async with self.chat_lock(item.chat.key):
             return await self._gate_and_send(item, prefs, counts, verdict, tick)
 
     async def _gate_and_send(
         self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
         tick: TickCache,
-    ) -> str:  # fmt: skip
+    ) -> Outcome:  # fmt: skip
         try:
             decision = await self._ask(item, prefs, counts, verdict, tick)
         except ModelNotConfigured:
@@ -173,14 +177,16 @@ class Executor:
             decision = Decision("skip", reason="model unavailable")
         except ModelError as exc:
             if not item.is_reminder:
-                return await self._finish(item, "failed", f"gate failed: {type(exc).__name__}")
+                return await self._finish(
+                    item, ItemStatus.FAILED, f"gate failed: {type(exc).__name__}"
+                )
             decision = Decision("skip", reason="model error")
         await self.probe("gated", item)
         if item.is_reminder and decision.action != "send":
             decision = Decision("send", message=reminder_text(item.what))
         if decision.action == "skip":
             note = "malformed decision, skipped: " if decision.malformed else "gate: "
-            return await self._finish(item, "skipped", note + decision.reason)
+            return await self._finish(item, ItemStatus.SKIPPED, note + decision.reason)
         if decision.action == "defer":
             at = next_allowed_ms(
                 self.clock.now_ms() + int(decision.hours * HOUR_MS), prefs, self.jitter()
@@ -240,7 +246,7 @@ class Executor:
 
     async def _send(
         self, item: Item, prefs: UserPrefs, text: str, reason: str, tick: TickCache
-    ) -> str:
+    ) -> Outcome:
         now = self.clock.now_ms()
         out = Outbound(
             chat=item.chat,
@@ -260,18 +266,18 @@ class Executor:
             outbox_id = await self.store.begin_delivery(item, out, now, quota)
         except LostClaim:
             log.warning("%s: claim lost before the send; another run owns it", item.key)
-            return "lost"
+            return Outcome.LOST
         if outbox_id is None:  # another item took the last quota slot since the policy ran
             at = next_allowed_ms(now + HOUR_MS, prefs, self.jitter())
             return await self._reschedule(item, at, "quota reached while sending")
         tick.started(item.user_pk, now)
         await self.probe("delivering", item)
         status = await self.settle(item, outbox_id, out, reason)
-        if status == "failed":
+        if status is Outcome.FAILED:
             tick.failed(item.user_pk, now)
         return status
 
-    async def settle(self, item: Item, outbox_id: int, out: Outbound, reason: str) -> str:
+    async def settle(self, item: Item, outbox_id: int, out: Outbound, reason: str) -> Outcome:
         """Send a `delivering` row's outbox message and record the outcome.
 
         A delivered message's terminal state and assistant turn commit in the same transaction
@@ -279,30 +285,33 @@ class Executor:
         """
 
         def completed(raw: sqlite3.Connection) -> None:
-            complete_in(raw, item, "sent", reason, out.text, self.clock.now_ms())
+            complete_in(raw, item, ItemStatus.SENT, reason, out.text, self.clock.now_ms())
 
         try:
             sent = await self.deliver(outbox_id, out, on_sent=completed)
             status = sent.status
         except DeliveryUncertain:
-            status = "uncertain"
-        if status == "duplicate":  # someone else is sending this row; reconciliation finishes
-            return "lost"
+            status = DeliveryStatus.UNCERTAIN
+        if status is DeliveryStatus.DUPLICATE:  # another run sends this row; reconciliation ends it
+            return Outcome.LOST
         await self.probe("sent", item)
-        if status != "sent":
+        ended = ItemStatus(status.value)  # sent, failed or uncertain: the same words
+        if ended is not ItemStatus.SENT:
             reason = {"failed": "delivery failed", "uncertain": "delivery outcome unknown"}[status]
-            await self.store.complete_delivery(item, status, reason, out.text, self.clock.now_ms())
-        return status
+            await self.store.complete_delivery(item, ended, reason, out.text, self.clock.now_ms())
+        return Outcome.ended(ended)
 
-    async def _finish(self, item: Item, status: str, reason: str) -> str:
+    async def _finish(self, item: Item, status: ItemStatus, reason: str) -> Outcome:
         if not await self.store.finish(item, status, reason, self.clock.now_ms()):
-            return "lost"
-        return status
+            return Outcome.LOST
+        return Outcome.ended(status)
 
-    async def _reschedule(self, item: Item, at_ms: int, reason: str, deferral: bool = True) -> str:
+    async def _reschedule(
+        self, item: Item, at_ms: int, reason: str, deferral: bool = True
+    ) -> Outcome:
         if not await self.store.reschedule(item, at_ms, reason, deferral=deferral):
-            return "lost"
-        return "deferred"
+            return Outcome.LOST
+        return Outcome.DEFERRED
 
 
 def _ago(ms: int) -> str:

@@ -1,100 +1,134 @@
-"""Part of the composition root: the proactive engine wired into the app.
+"""The proactive engine as a feature, plugged in through the seam like any other.
 
-Split from `gateway/app.py` to keep that module readable; like it, this module builds
-concrete pieces. Commands (`/proactive`, `/quiet`, `/why`, `/followups`, `/cancel`) and the
-engagement hook are always on — consent and engagement must keep working while the engine is
-paused; tools, the context provider, the engine and its admin operations only when
-`[proactive] enabled`.
+Commands (`/proactive`, `/quiet`, `/why`, `/followups`, `/cancel`), the engagement record
+hook and the figures (`/admin stats`, `/metrics`) are always on — consent and engagement must
+keep working while the engine is paused. The engine, its tools, its context provider and its
+admin operations only when `[proactive] enabled`. What it built stays on the feature (`store`,
+`log`, `engine`) for the composition root and tests to reach.
 """
 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.core.metrics import LabelValues
+from gateway.features.contributions import Contributions, Gauge
 from proactive.admin_ops import ProactiveAdmin
 from proactive.commands import ProactiveCommands
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
 from proactive.policy import PolicyConfig
 from proactive.provider import ProactiveProvider
+from proactive.settings import ProactiveSection
 from proactive.tools import ProactiveTools
 from vault.proactive.admin import ProactiveAdminQueries
 from vault.proactive.log import ProactiveLog, engagement_record_hook
 from vault.proactive.store import ProactiveStore
 
-if TYPE_CHECKING:
-    from gateway.app.app import App
 
+class ProactiveFeature:
+    name = "proactive"
 
-def wire_proactive(app: App) -> None:
-    s = app.config.settings.proactive
-    policy = PolicyConfig.from_section(s)
-    app.proactive_store = store = ProactiveStore(app.vault)
-    app.proactive_log = plog = ProactiveLog(app.vault)
-    queries = ProactiveAdminQueries(app.vault)
-    app.commands.register(
-        *ProactiveCommands(
-            conversations=app.conversations, store=store, plog=plog, policy=policy
-        ).commands()
-    )
-    app.record_hooks.append(engagement_record_hook)
-    _observe(app, queries, plog)
-    app.proactive_engine = None
-    if not s.enabled:
-        return
-    executor = Executor(
-        store=store,
-        plog=plog,
-        memories=app.memories,
-        call_model=app.agent.call,
-        deliver=app.delivery.deliver_pending,
-        chat_lock=app.router.chat_lock,
-        clock=app.clock,
-        policy=policy,
-        rng=random.Random(),
-    )
-    engine = Engine(vault=app.vault, store=store, executor=executor, clock=app.clock,
-                    config=EngineConfig.from_section(s))  # fmt: skip
-    app.proactive_engine = engine
-    app.tools.register(
-        *ProactiveTools(store=store, plog=plog, policy=policy,
-                        default_confidence=s.default_confidence, wake=engine.wake,
-                        scan=engine.scan).tools()
-    )  # fmt: skip
-    app.pipeline.register(ProactiveProvider(store, plog, policy))
-    app.background.append(engine.run)
-    ops = ProactiveAdmin(store=store, plog=plog, queries=queries, engine=engine, policy=policy,
-                         default_confidence=s.default_confidence)  # fmt: skip
-    app.proactive_ops = ops
-    for sub in ops.subs():
-        app.admin.add(sub)
+    def __init__(self, settings: ProactiveSection, *, rng: random.Random | None = None) -> None:
+        self.settings = settings
+        self.policy = PolicyConfig.from_section(settings)
+        self.rng = rng or random.Random()
+        self.engine: Engine | None = None
 
+    def contribute(self, c: Contributions) -> None:
+        s, settings, policy = c.services, self.settings, self.policy
+        self.store = store = ProactiveStore(s.vault)
+        self.log = plog = ProactiveLog(s.vault)
+        queries = ProactiveAdminQueries(s.vault)
+        c.command(
+            *ProactiveCommands(
+                conversations=s.conversations, store=store, plog=plog, policy=policy
+            ).commands()
+        )
+        c.record_hook(engagement_record_hook)
+        self._figures(c, queries)
+        if not settings.enabled:
+            return
+        executor = Executor(
+            store=store,
+            plog=plog,
+            memories=s.memories,
+            call_model=s.call_model,
+            deliver=s.delivery.deliver_pending,
+            chat_lock=s.chat_locks.hold,
+            clock=s.clock,
+            policy=policy,
+            rng=self.rng,
+        )
+        self.engine = engine = Engine(
+            vault=s.vault,
+            store=store,
+            executor=executor,
+            clock=s.clock,
+            config=EngineConfig.from_section(settings),
+        )
+        c.tool(
+            *ProactiveTools(
+                store=store,
+                plog=plog,
+                policy=policy,
+                default_confidence=settings.default_confidence,
+                wake=engine.wake,
+                scan=engine.scan,
+            ).tools()
+        )
+        c.provider(ProactiveProvider(store, plog, policy))
+        c.background(engine.run)
+        ops = ProactiveAdmin(
+            store=store,
+            plog=plog,
+            queries=queries,
+            engine=engine,
+            policy=policy,
+            default_confidence=settings.default_confidence,
+        )
+        c.proactive_ops(ops)
+        c.admin(*ops.subs())
 
-def _observe(app: App, queries: ProactiveAdminQueries, plog: ProactiveLog) -> None:
-    """Proactive figures for `/admin stats`, `GET /stats` and `/metrics`."""
+    def _figures(self, c: Contributions, queries: ProactiveAdminQueries) -> None:
+        """Proactive figures for `/admin stats`, `GET /stats` and `/metrics`."""
+        plog, clock = self.log, c.services.clock
 
-    async def section(since_ms: int) -> dict[str, Any]:
-        rate = await plog.engagement_rate(None, app.clock.now_ms())
-        return {"outcomes": await queries.outcomes(since_ms),
-                "engagement_rate_30d": "n/a" if rate is None else rate}  # fmt: skip
+        async def section(since_ms: int) -> dict[str, Any]:
+            rate = await plog.engagement_rate(None, clock.now_ms())
+            return {
+                "outcomes": await queries.outcomes(since_ms),
+                "engagement_rate_30d": "n/a" if rate is None else rate,
+            }
 
-    async def outcomes() -> dict[LabelValues, float]:
-        found = await queries.outcomes(0)
-        return {
-            (source, *key.split("/", 1)): float(count)
-            for source, counts in found.items()
-            for key, count in counts.items()
-        }
+        async def outcomes() -> dict[LabelValues, float]:
+            found = await queries.outcomes(0)
+            return {
+                (source, *key.split("/", 1)): float(count)
+                for source, counts in found.items()
+                for key, count in counts.items()
+            }
 
-    async def log_totals() -> dict[LabelValues, float]:
-        return {(name,): float(n) for name, n in (await queries.log_totals()).items()}
+        async def log_totals() -> dict[LabelValues, float]:
+            return {(name,): float(n) for name, n in (await queries.log_totals()).items()}
 
-    app.stats.sections["proactive"] = section
-    app.metrics.gauge("iris_proactive_outcomes_total",
-                      "Finished proactive items by source, type and terminal status.",
-                      ("source", "type", "status"), outcomes, kind="counter")  # fmt: skip
-    app.metrics.gauge("iris_proactive_messages_total",
-                      "Proactive messages sent, and how many the user engaged with.",
-                      ("state",), log_totals, kind="counter")  # fmt: skip
+        c.stats("proactive", section)
+        c.gauge(
+            Gauge(
+                "iris_proactive_outcomes_total",
+                "Finished proactive items by source, type and terminal status.",
+                ("source", "type", "status"),
+                outcomes,
+                kind="counter",
+            )
+        )
+        c.gauge(
+            Gauge(
+                "iris_proactive_messages_total",
+                "Proactive messages sent, and how many the user engaged with.",
+                ("state",),
+                log_totals,
+                kind="counter",
+            )
+        )

@@ -10,7 +10,6 @@ finished. `render_text` and `render_html` (inline SVG, no external assets) prese
 from __future__ import annotations
 
 import html
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +17,10 @@ from typing import Any
 from proactive.policy import DAY_MS, PolicyConfig, in_quiet_hours, local, user_prefs
 from vault.db import Vault
 from vault.proactive.log import ProactiveLog
-from vault.proactive.store import TRIGGER_TYPES
+from vault.proactive.report import ProactiveReport, ReportItem
+from vault.proactive.store import TERMINAL, TRIGGER_TYPES
 
-INTENT_OUTCOMES = ("sent", "skipped", "expired", "cancelled", "failed", "uncertain")
+INTENT_OUTCOMES = tuple(status.value for status in TERMINAL)
 
 
 @dataclass(slots=True)
@@ -40,15 +40,9 @@ class Send:
     key: str
 
 
-async def _items(vault: Vault) -> dict[str, dict[str, Any]]:
-    rows = await vault.fetchall(
-        """SELECT 'proactive:intent:' || i.id AS key, i.user, i.kind, i.exact_time, u.timezone,
-                  u.settings FROM proactive_intents i JOIN users u ON u.id = i.user
-           UNION ALL
-           SELECT 'proactive:trigger:' || t.id, t.user, t.type, 0, u.timezone, u.settings
-           FROM proactive_triggers t JOIN users u ON u.id = t.user"""
-    )
-    return {r[0]: dict(r) for r in rows}
+async def _items(report: ProactiveReport) -> dict[str, ReportItem]:
+    """Every item by the idempotency key its send carries (as the engine builds it)."""
+    return {f"proactive:{i.source}:{i.id}": i for i in await report.items()}
 
 
 @dataclass
@@ -63,7 +57,7 @@ class Tally:
 
 
 def tally(
-    sends: list[Send], items: dict[str, dict[str, Any]], policy: PolicyConfig, start_ms: int,
+    sends: list[Send], items: dict[str, ReportItem], policy: PolicyConfig, start_ms: int,
     days: int,
 ) -> Tally:  # fmt: skip
     result = Tally(per_day=[0] * days)
@@ -71,8 +65,8 @@ def tally(
     per_utc_day: Counter[int] = Counter()
     for send in sends:
         item = items[send.key]
-        prefs = user_prefs(item["timezone"], json.loads(item["settings"]), policy)
-        exempt = item["kind"] == "user_reminder" and item["exact_time"]
+        prefs = user_prefs(item.timezone, item.settings, policy)
+        exempt = item.kind == "user_reminder" and item.exact_time
         if not exempt and in_quiet_hours(send.at_ms, prefs.zone, prefs.quiet):
             result.quiet_violations += 1
         at = local(send.at_ms, prefs.zone)
@@ -80,8 +74,8 @@ def tally(
         index = (send.at_ms - start_ms) // DAY_MS
         if 0 <= index < days:
             result.per_day[index] += 1
-        if item["kind"] != "user_reminder":  # reminders are exempt from the quotas
-            per_user_day[(item["user"], at.date().isoformat())] += 1
+        if item.kind != "user_reminder":  # reminders are exempt from the quotas
+            per_user_day[(item.user_pk, at.date().isoformat())] += 1
             per_utc_day[send.at_ms // DAY_MS] += 1
     result.quota_violations = sum(n > policy.per_user_daily for n in per_user_day.values())
     result.quota_violations += sum(n > policy.global_daily for n in per_utc_day.values())
@@ -101,18 +95,14 @@ async def build_report(
     plog: ProactiveLog,
     now_ms: int,
 ) -> dict[str, Any]:
-    checked = tally(sends, await _items(vault), policy, start_ms, days)
+    report = ProactiveReport(vault)
+    checked = tally(sends, await _items(report), policy, start_ms, days)
     keys = [s.key for s in sends]
-    intents = await _counts(vault, "proactive_intents", "status")
-    deferred = await vault.scalar("SELECT count(*) FROM proactive_intents WHERE deferrals > 0")
-    non_terminal = await vault.scalar(
-        """SELECT (SELECT count(*) FROM proactive_intents WHERE status = 'delivering'
-                   OR (status = 'pending' AND claim IS NOT NULL))
-                + (SELECT count(*) FROM proactive_triggers WHERE status = 'delivering'
-                   OR (status = 'pending' AND claim IS NOT NULL))"""
-    )
+    intents = await report.counts("intent", "status")
+    deferred = await report.deferred_intents()
+    non_terminal = await report.unfinished()
     rate = await plog.engagement_rate(None, now_ms)
-    by_type = await _counts(vault, "proactive_triggers", "type")
+    by_type = await report.counts("trigger", "kind")
     return {
         "users": len(sim_users),
         "days": days,
@@ -121,28 +111,21 @@ async def build_report(
         "intents": {
             "registered": sum(intents.values()),
             **{k: intents.get(k, 0) for k in INTENT_OUTCOMES},
-            "deferred": int(deferred),
+            "deferred": deferred,
             "pending_at_end": intents.get("pending", 0),
         },
         "triggers": {t: by_type.get(t, 0) for t in TRIGGER_TYPES},
-        "trigger_outcomes": await _counts(vault, "proactive_triggers", "status"),
+        "trigger_outcomes": await report.counts("trigger", "status"),
         "messages_sent": len(sends),
         "quiet_hour_violations": checked.quiet_violations,
         "quota_violations": checked.quota_violations,
         "duplicates": len(keys) - len(set(keys)),
-        "non_terminal": int(non_terminal),
+        "non_terminal": non_terminal,
         "max_sends_per_user_local_day": checked.max_per_user_day,
         "engagement_rate": None if rate is None else round(rate, 4),
         "sends_per_local_hour": checked.per_hour,
         "sends_per_day": checked.per_day,
     }
-
-
-async def _counts(vault: Vault, table: str, column: str) -> dict[str, int]:
-    rows = await vault.fetchall(
-        f"SELECT {column}, count(*) FROM {table} GROUP BY {column} ORDER BY {column}"
-    )
-    return {str(r[0]): int(r[1]) for r in rows}
 
 
 def render_text(r: dict[str, Any]) -> str:

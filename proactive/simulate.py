@@ -10,7 +10,7 @@ The engine is driven tick by tick (every `step_minutes` of virtual time) and the
 `scan_cron` schedule. Everything random comes from one seed, so a seed gives one report.
 
 This module wires concrete pieces (temporary vault, delivery, in-memory channel) for the
-`iris simulate` command only; the production wiring lives in `gateway/app.py`.
+`iris simulate` command only; the production wiring lives in `gateway/app/app.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -98,6 +98,12 @@ class SimChannel:
     rng: random.Random
     name: str = "sim"
     sends: list[tuple[int, Outbound]] = field(default_factory=list)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
     def command_hint(self, command: str) -> str:
         return f"/{command}"

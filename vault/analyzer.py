@@ -89,6 +89,15 @@ class AnalyzerStore:
         )
         return SuggestionCounts(**{f"{row[0]}_{row[1]}": int(row[2]) for row in rows})
 
+    async def totals(self) -> dict[tuple[str, str], int]:
+        """Every suggestion ever shown or followed: (event, command) -> count, for the
+        `iris_analyzer_suggestions_total` counter. Pairs never recorded are absent."""
+        rows = await self.vault.fetchall(
+            """SELECT event, command, count(*) FROM analyzer_events
+               GROUP BY event, command ORDER BY event, command"""
+        )
+        return {(str(row[0]), str(row[1])): int(row[2]) for row in rows}
+
     async def stats(self, now_ms: int) -> dict[str, SuggestionCounts]:
         """The windows the admin stats show: the last 24 hours and the last 30 days."""
         return {

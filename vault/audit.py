@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from vault.db import Vault
 
-Outcome = Literal["ok", "refused", "error"]
+
+class Outcome(StrEnum):
+    OK = "ok"
+    REFUSED = "refused"
+    ERROR = "error"
+
+
 RESULT_LIMIT = 500
 
 

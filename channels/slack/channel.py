@@ -4,14 +4,15 @@
 connection (`connect_async`/`close_async`, never `start_async`) or serves `/slack/events` on the
 app's HTTP server, where Bolt verifies the signature (forged or stale -> 401, nothing runs).
 Listeners only translate (see `events.py` in this package) and hand the message to the router
-at once — the router dedupes (event_id, channel+ts), authorizes and answers. Catch-all
-listeners make Bolt ack every other event, because an unhandled one gets a 404 that Slack
-keeps retrying.
+at once — the router schedules and tracks the turn, dedupes (event_id, channel+ts), authorizes
+and answers. Catch-all listeners make Bolt ack every other event, because an unhandled one gets
+a 404 that Slack keeps retrying.
 
 The slash command (`/iris <sub> [args]`) is acked immediately and its answer goes back through
 Bolt's `respond` (the response_url), picked by the reply's `reply_to`. Replies elsewhere are
 `chat.postMessage` in the thread; 429s are retried by the SDK after Retry-After and surface as
-`DeliveryTransient` if they persist.
+`DeliveryTransient` if they persist. Every SDK and aiohttp error is mapped into our tree by
+`errors.py` in this package.
 """
 
 from __future__ import annotations
@@ -19,33 +20,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
 
-import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     async_default_handlers,
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.common import ChunkProgress, InboundTurns
-from gateway.core.errors import (
-    ChannelUnavailable,
-    ChatUnreachable,
-    DeliveryError,
-    DeliveryPermanent,
-    DeliveryTransient,
-    DeliveryUncertain,
-    FatalChannelError,
-)
+from channels.common import ChunkProgress
+from gateway.core.clock import wall_ms
+from gateway.core.errors import ChannelUnavailable, FatalChannelError
 from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
@@ -57,6 +48,7 @@ from gateway.core.messages import (
 )
 from gateway.core.ports import InboundHandler, WebRoute
 
+from .errors import check_respond_status, map_link_errors, map_send_errors
 from .events import (
     CHANNEL,
     SlackIdentity,
@@ -69,19 +61,9 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 STARTING = "Iris is starting up — please try again in a moment."
-_BAD_TOKEN = frozenset(
-    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
-)
-_UNREACHABLE = frozenset(
-    {"channel_not_found", "not_in_channel", "is_archived", "user_disabled", "cannot_dm_bot"}
-)
 _KEEP = 1000  # pending slash-command responders / partial multi-chunk sends remembered
 
 Respond = Callable[..., Awaitable[Any]]
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class SlackChannel:
@@ -94,7 +76,7 @@ class SlackChannel:
         signing_secret: str | None = None,
         api_url: str = "https://slack.com/api/",
         command: str = "/iris",
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] = wall_ms,
     ) -> None:
         _check_tokens(bot_token, mode, app_token, signing_secret)
         self._mode = mode
@@ -117,7 +99,6 @@ class SlackChannel:
         self._me: SlackIdentity | None = None
         self._handler: InboundHandler | None = None
         self._socket: AsyncSocketModeHandler | None = None
-        self._turns = InboundTurns(CHANNEL)
         self._responders: OrderedDict[str, Respond] = OrderedDict()
         self._progress = ChunkProgress(_KEEP)
         self._last_inbound_ms: int | None = None
@@ -167,8 +148,8 @@ class SlackChannel:
     # --- receiving -----------------------------------------------------------------------
 
     async def run(self, on_inbound: InboundHandler) -> None:
-        self._me = await self._auth_test()
         try:
+            self._me = await self._auth_test()
             if self._mode == "socket":
                 self._socket = await self._connect_socket()
             self._handler = on_inbound
@@ -176,6 +157,9 @@ class SlackChannel:
             self._last_ok_ms = self._now_ms()
             self.started.set()
             await asyncio.Event().wait()
+        except (FatalChannelError, ChannelUnavailable) as exc:
+            self._detail = str(exc)  # health says why until the supervisor's restart succeeds
+            raise
         finally:
             self.started.clear()
             self._handler = None
@@ -184,38 +168,19 @@ class SlackChannel:
                 self._socket = None
 
     async def _auth_test(self) -> SlackIdentity:
-        try:
+        with map_link_errors("auth.test", "SLACK_BOT_TOKEN"):
             result = await self._client.auth_test()
-        except SlackApiError as exc:
-            code = str(exc.response.get("error", ""))
-            if code in _BAD_TOKEN:
-                self._detail = "invalid token"
-                raise FatalChannelError(
-                    f"Slack rejected SLACK_BOT_TOKEN (auth.test: {code}): check the token"
-                ) from exc
-            self._detail = f"auth.test failed ({code})"
-            raise ChannelUnavailable(f"slack auth.test failed: {code}") from exc
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-            self._detail = f"cannot reach Slack ({type(exc).__name__})"
-            raise ChannelUnavailable(f"slack auth.test failed: {type(exc).__name__}") from exc
         log.info("slack: connected as %s (%s)", result.get("user"), self._mode)
         return SlackIdentity(user_id=str(result["user_id"]), bot_id=str(result.get("bot_id", "")))
 
     async def _connect_socket(self) -> AsyncSocketModeHandler:
         handler = AsyncSocketModeHandler(self._app, self._app_token, web_client=self._client)
         try:
-            await handler.connect_async()  # type: ignore[no-untyped-call]
-        except SlackApiError as exc:
+            with map_link_errors("apps.connections.open", "SLACK_APP_TOKEN"):
+                await handler.connect_async()  # type: ignore[no-untyped-call]
+        except (FatalChannelError, ChannelUnavailable):
             await handler.close_async()  # type: ignore[no-untyped-call]
-            code = str(exc.response.get("error", ""))
-            if code in _BAD_TOKEN:
-                raise FatalChannelError(
-                    f"Slack rejected SLACK_APP_TOKEN (apps.connections.open: {code})"
-                ) from exc
-            raise ChannelUnavailable(f"slack socket mode failed: {code}") from exc
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-            await handler.close_async()  # type: ignore[no-untyped-call]
-            raise ChannelUnavailable(f"slack socket mode failed: {type(exc).__name__}") from exc
+            raise
         return handler
 
     def _register_listeners(self) -> None:
@@ -264,7 +229,7 @@ class SlackChannel:
 
     def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
         self._last_inbound_ms = self._now_ms()
-        self._turns.dispatch(inbound, on_inbound)
+        on_inbound(inbound)  # scheduled now, in arrival order; the router tracks the turn
 
     async def _events(self, request: WebRequest) -> WebResponse:
         bolt_request = AsyncBoltRequest(
@@ -296,53 +261,16 @@ class SlackChannel:
         return SentReceipt(platform_message_ids=tuple(sent))
 
     async def _post(self, chat: ChatRef, text: str) -> str:
-        try:
+        with map_send_errors():
             result = await self._client.chat_postMessage(
                 channel=chat.chat_id, text=text, thread_ts=chat.thread_id, mrkdwn=True
             )
-        except Exception as exc:
-            raise map_send_error(exc) from exc
         return str(result.get("ts", ""))
 
     async def _respond(self, respond: Respond, text: str) -> None:
-        try:
+        with map_send_errors():
             result = await respond(text=text, response_type="ephemeral")
-        except Exception as exc:
-            raise map_send_error(exc) from exc
-        status = getattr(result, "status_code", 200)
-        if status == 429 or status >= 500:
-            raise DeliveryTransient(f"slack response_url answered HTTP {status}")
-        if status >= 400:
-            raise DeliveryPermanent(f"slack response_url answered HTTP {status}")
-
-
-def map_send_error(exc: Exception) -> DeliveryError:
-    """Slack SDK and aiohttp errors in our tree."""
-    if isinstance(exc, SlackApiError):
-        code = str(exc.response.get("error", ""))
-        status = exc.response.status_code
-        if status == 429 or code == "ratelimited":
-            retry = exc.response.headers.get("Retry-After") or exc.response.headers.get(
-                "retry-after"
-            )
-            return DeliveryTransient("slack rate limit", retry_after_s=_seconds(retry))
-        if code in _UNREACHABLE:
-            return ChatUnreachable(f"slack: {code}")
-        if status >= 500:
-            return DeliveryTransient(f"slack server error HTTP {status}")
-        return DeliveryPermanent(f"slack rejected the message: {code or status}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return DeliveryTransient("slack: cannot connect")  # nothing was sent
-    if isinstance(exc, aiohttp.ClientError | TimeoutError):
-        return DeliveryUncertain(f"slack: {type(exc).__name__}; the message may have been sent")
-    return DeliveryPermanent(f"slack error: {type(exc).__name__}")
-
-
-def _seconds(value: object) -> float | None:
-    try:
-        return float(str(value)) if value is not None else None
-    except ValueError:
-        return None
+        check_respond_status(getattr(result, "status_code", 200))
 
 
 def _check_tokens(

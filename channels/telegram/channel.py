@@ -3,10 +3,12 @@
 `run()` checks the token (getMe: an invalid token is fatal), publishes the command menu, then
 either long-polls `getUpdates` or serves the webhook route on the app's HTTP server. Each
 update is translated (see `events.py` in this package) and handed to the router at once, in
-arrival order and without waiting for the reply: the router keeps a chat in order and runs
-chats concurrently. A poll that fails raises `ChannelUnavailable`, so the app's supervisor
-restarts the channel with backoff; health shows the gap. Offsets live in memory — the
-router's vault dedupe on update_id and (chat, message_id) absorbs a redelivery after a crash.
+arrival order and without waiting for the reply: the router schedules and tracks the turn,
+keeps a chat in order and runs chats concurrently. A poll that fails raises
+`ChannelUnavailable`, so the app's supervisor restarts the channel with backoff; health shows
+the gap and why. Offsets live in memory — the router's vault dedupe on update_id and
+(chat, message_id) absorbs a redelivery after a crash. Every Bot API error is mapped into our
+tree by `errors.py` in this package.
 
 Sending splits on the UTF-16 budget before formatting, sends HTML, and resends a chunk as
 plain text when Telegram cannot parse it. A multi-chunk reply remembers how far it got, so a
@@ -20,38 +22,19 @@ import hmac
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
-import httpx
 from telegram import Bot, BotCommand, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import (
-    BadRequest,
-    ChatMigrated,
-    Conflict,
-    Forbidden,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-    TimedOut,
-)
+from telegram.error import BadRequest, InvalidToken
 from telegram.request import HTTPXRequest
 
-from channels.common import ChunkProgress, InboundTurns
-from gateway.core.errors import (
-    ChannelUnavailable,
-    ChatUnreachable,
-    DeliveryError,
-    DeliveryPermanent,
-    DeliveryTransient,
-    DeliveryUncertain,
-    FatalChannelError,
-)
+from channels.common import ChunkProgress
+from gateway.core.clock import wall_ms
+from gateway.core.errors import ChannelUnavailable, FatalChannelError
 from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
@@ -64,6 +47,7 @@ from gateway.core.messages import (
 )
 from gateway.core.ports import InboundHandler, WebRoute
 
+from .errors import best_effort, cannot_parse_entities, map_link_errors, map_send_errors
 from .events import CHANNEL, BotIdentity, reply_chunks, update_to_inbound
 
 log = logging.getLogger(__name__)
@@ -74,10 +58,6 @@ os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 ALLOWED_UPDATES = ("message",)
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class TelegramChannel:
@@ -91,7 +71,7 @@ class TelegramChannel:
         webhook_path: str = "/telegram/webhook",
         webhook_secret: str | None = None,
         poll_timeout_s: int = 30,
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] = wall_ms,
     ) -> None:
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise FatalChannelError(
@@ -116,7 +96,6 @@ class TelegramChannel:
         self._me: BotIdentity | None = None
         self._handler: InboundHandler | None = None
         self._offset: int | None = None
-        self._turns = InboundTurns(CHANNEL)
         self._progress = ChunkProgress()
         self._connected = False
         self._last_inbound_ms: int | None = None
@@ -164,12 +143,8 @@ class TelegramChannel:
         )
 
     async def check_credentials(self) -> str:
-        try:
+        with map_link_errors("getMe"):
             me = await self._bot.get_me()
-        except InvalidToken as exc:
-            raise FatalChannelError("Telegram rejected TELEGRAM_BOT_TOKEN (getMe)") from exc
-        except TelegramError as exc:
-            raise ChannelUnavailable(f"cannot reach the Bot API ({type(exc).__name__})") from exc
         return f"@{me.username}"
 
     # --- receiving -----------------------------------------------------------------------
@@ -187,31 +162,28 @@ class TelegramChannel:
                 self._handler = on_inbound
                 self.started.set()
                 await asyncio.Event().wait()  # updates arrive through the webhook route
+        except (FatalChannelError, ChannelUnavailable) as exc:
+            self._detail = str(exc)  # health says why until the supervisor's restart succeeds
+            raise
         finally:
             self.started.clear()
             self._handler = None
             self._connected = False
 
     async def _start(self) -> BotIdentity:
-        try:
+        with map_link_errors("getMe"):
             await self._bot.initialize()
-            me = self._bot.bot
-            if self._mode == "polling":
+        me = self._bot.bot
+        if self._mode == "polling":
+            with map_link_errors("deleteWebhook"):
                 await self._bot.delete_webhook()
-            else:
+        else:
+            with map_link_errors("setWebhook"):
                 await self._bot.set_webhook(
                     self._webhook_url,
                     secret_token=self._webhook_secret,
                     allowed_updates=ALLOWED_UPDATES,
                 )
-        except InvalidToken as exc:
-            self._detail = "invalid token"
-            raise FatalChannelError(
-                "Telegram rejected TELEGRAM_BOT_TOKEN (getMe failed): check the token"
-            ) from exc
-        except TelegramError as exc:
-            self._detail = f"cannot reach the Bot API ({type(exc).__name__})"
-            raise ChannelUnavailable(f"telegram start failed: {type(exc).__name__}") from exc
         await self._publish_commands()
         log.info("telegram: connected as @%s (%s)", me.username, self._mode)
         return BotIdentity(user_id=me.id, username=me.username or "")
@@ -224,10 +196,8 @@ class TelegramChannel:
         ]
         if not menu:
             return
-        try:
+        with best_effort("setMyCommands"):  # a missing menu must not keep the bot offline
             await self._bot.set_my_commands(menu)
-        except TelegramError as exc:  # a missing menu must not keep the bot offline
-            log.warning("telegram: setMyCommands failed: %s", type(exc).__name__)
 
     async def _poll(self, on_inbound: InboundHandler, me: BotIdentity) -> None:
         while True:
@@ -239,21 +209,12 @@ class TelegramChannel:
                 self._accept(update, me, on_inbound)
 
     async def _get_updates(self) -> tuple[Update, ...]:
-        try:
+        with map_link_errors("getUpdates"):
             return await self._bot.get_updates(
                 offset=self._offset,
                 timeout=timedelta(seconds=self._poll_timeout_s),
                 allowed_updates=ALLOWED_UPDATES,
             )
-        except InvalidToken as exc:
-            self._detail = "invalid token"
-            raise FatalChannelError("Telegram rejected TELEGRAM_BOT_TOKEN while polling") from exc
-        except Conflict as exc:
-            self._detail = "conflict: another poller or a webhook uses this token"
-            raise ChannelUnavailable("telegram getUpdates conflict (409)") from exc
-        except TelegramError as exc:
-            self._detail = f"polling failed ({type(exc).__name__})"
-            raise ChannelUnavailable(f"telegram getUpdates failed: {type(exc).__name__}") from exc
 
     def _accept(self, update: Update, me: BotIdentity, on_inbound: InboundHandler) -> None:
         try:
@@ -266,7 +227,7 @@ class TelegramChannel:
 
     def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
         self._last_inbound_ms = self._now_ms()
-        self._turns.dispatch(inbound, on_inbound)
+        on_inbound(inbound)  # scheduled now, in arrival order; the router tracks the turn
 
     async def _webhook(self, request: WebRequest) -> WebResponse:
         given = request.headers.get(SECRET_HEADER, "")
@@ -302,7 +263,7 @@ class TelegramChannel:
         if first and out.reply_to and chat_id.startswith("-") and out.reply_to.isdigit():
             # Quote the question in groups only; in a DM the context is obvious.
             reply = ReplyParameters(int(out.reply_to), allow_sending_without_reply=True)
-        try:
+        with map_send_errors():
             try:
                 return await self._bot.send_message(
                     chat_id,
@@ -312,48 +273,16 @@ class TelegramChannel:
                     reply_parameters=reply,
                 )
             except BadRequest as exc:
-                if "can't parse entities" not in exc.message.lower():
+                if not cannot_parse_entities(exc):
                     raise
                 log.warning("telegram: HTML rejected (%s); resending as plain text", exc.message)
                 return await self._bot.send_message(
                     chat_id, plain, message_thread_id=thread, reply_parameters=reply
                 )
-        except TelegramError as exc:
-            raise map_send_error(exc) from exc
 
     async def typing(self, chat: ChatRef) -> None:
         thread = int(chat.thread_id) if chat.thread_id else None
-        try:
+        with map_send_errors():
             await self._bot.send_chat_action(
                 chat.chat_id, ChatAction.TYPING, message_thread_id=thread
             )
-        except TelegramError as exc:
-            raise map_send_error(exc) from exc
-
-
-def map_send_error(exc: TelegramError) -> DeliveryError:
-    """Telegram's errors in our tree. Order matters: BadRequest and TimedOut are NetworkErrors."""
-    if isinstance(exc, RetryAfter):
-        return DeliveryTransient("telegram rate limit", retry_after_s=_retry_after_s(exc))
-    if isinstance(exc, Forbidden):
-        return ChatUnreachable("telegram: the bot was blocked or removed from the chat")
-    if isinstance(exc, BadRequest):
-        if "chat not found" in exc.message.lower():
-            return ChatUnreachable("telegram: chat not found")
-        return DeliveryPermanent(f"telegram rejected the message: {exc.message}")
-    if isinstance(exc, TimedOut):
-        return DeliveryUncertain("telegram: timed out; the message may have been sent")
-    if isinstance(exc, NetworkError):
-        # Only a failed connect proves the request never reached Telegram; a reset or read
-        # error after it was sent may have delivered it, and a retry could send it twice.
-        if isinstance(exc.__cause__, httpx.ConnectError):
-            return DeliveryTransient("telegram: could not connect")
-        return DeliveryUncertain(f"telegram network error after sending: {type(exc).__name__}")
-    if isinstance(exc, ChatMigrated):
-        return DeliveryPermanent("telegram: the group moved to a new chat id")
-    return DeliveryPermanent(f"telegram error: {type(exc).__name__}")
-
-
-def _retry_after_s(exc: RetryAfter) -> float:
-    value = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)

@@ -2,7 +2,7 @@
 
 Mounted only when `IRIS_API_TOKEN` is set. Every request is authenticated first (constant-time
 comparison; 401 otherwise), then the body is read with a 64 KiB cap (413), parsed (400),
-validated against the pydantic model of `gateway/api_schema.py` (422 with field errors), and
+validated against the pydantic model of `gateway/admin/schema.py` (422 with field errors), and
 the operation runs; `NotFound` is 404, `WrongState` 409. Every authenticated action is
 audited. Errors are JSON `{"error": ..., "detail": ...}` and never carry exception text.
 `/healthz` is not here: it stays unauthenticated and belongs to the HTTP server.
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.admin.schema import EmptyRequest, IdRequest, IntentRequest, TriggerRequest, openapi
 from gateway.admin.stats import Stats
-from gateway.core.admin_ops import JSON, ProactiveOps
+from gateway.core.admin_ops import JSON, NewIntent, NewTrigger, ProactiveOps
 from gateway.core.errors import NotFound, UserInputError, WrongState
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
@@ -161,7 +161,7 @@ class AdminApi:
                 args = await read_body(request, model) if model is not None else None
                 result = await op(request, args)
             except ApiError as exc:
-                outcome: Outcome = "refused" if exc.status < 500 else "error"
+                outcome = Outcome.REFUSED if exc.status < 500 else Outcome.ERROR
                 if audited:
                     await self._record(action, args, outcome, exc.error)
                 return _error(exc.status, exc.error, exc.detail)
@@ -174,15 +174,15 @@ class AdminApi:
                     else 400
                 )
                 if audited:
-                    await self._record(action, args, "refused", exc.user_message)
+                    await self._record(action, args, Outcome.REFUSED, exc.user_message)
                 return _error(status, exc.user_message)
             except Exception:
                 log.exception("admin API %s failed", action)
                 if audited:
-                    await self._record(action, args, "error", "internal error")
+                    await self._record(action, args, Outcome.ERROR, "internal error")
                 return _error(500, "internal error")
             if audited:
-                await self._record(action, args, "ok", json.dumps(result)[:200])
+                await self._record(action, args, Outcome.OK, json.dumps(result)[:200])
             return web.json_response(result)
 
         return handle
@@ -223,10 +223,12 @@ class AdminApi:
         return self._ops
 
     async def _intent(self, request: web.Request, args: IntentRequest) -> JSON:
-        return await self.ops.register(args, now_ms=self._clock.now_ms())
+        intent = NewIntent(**args.model_dump())
+        return await self.ops.register(intent, now_ms=self._clock.now_ms())
 
     async def _trigger(self, request: web.Request, args: TriggerRequest) -> JSON:
-        return await self.ops.trigger(args, now_ms=self._clock.now_ms())
+        trigger = NewTrigger(**args.model_dump())
+        return await self.ops.trigger(trigger, now_ms=self._clock.now_ms())
 
     async def _cancel(self, request: web.Request, args: IdRequest) -> JSON:
         return await self.ops.cancel(args.id, now_ms=self._clock.now_ms())

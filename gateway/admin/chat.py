@@ -9,31 +9,20 @@ registry's `on_denied` hook. Subcommands are pluggable: the core brings `stats`,
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gateway.admin.stats import Stats, render
 from gateway.agent.context import TraceStore
 from gateway.core.errors import UserInputError
 from gateway.core.ports import Clock
+from gateway.features.contributions import AdminSub
 from gateway.turns.commands import Command, CommandCall
 from vault.audit import AuditLog, Outcome
 from vault.db import Vault
+from vault.reports import Reports
 
 log = logging.getLogger(__name__)
-
-SubHandler = Callable[[CommandCall, str], Awaitable[str]]
-
-
-@dataclass(frozen=True, slots=True)
-class Sub:
-    name: str
-    usage: str
-    summary: str
-    handler: SubHandler
 
 
 def when(ms: int | None) -> str:
@@ -47,19 +36,24 @@ class AdminCommands:
         self, *, vault: Vault, audit: AuditLog, stats: Stats, traces: TraceStore, clock: Clock
     ) -> None:
         self.vault = vault
+        self.reports = Reports(vault)
         self.audit = audit
         self.stats = stats
         self.traces = traces
         self.clock = clock
-        self.subs: dict[str, Sub] = {}
+        self.subs: dict[str, AdminSub] = {}
         self.add(
-            Sub("stats", "", "messages, model use, suggestions (24 h and 30 days)", self._stats)
+            AdminSub(
+                "stats", "", "messages, model use, suggestions (24 h and 30 days)", self._stats
+            )
         )
-        self.add(Sub("users", "", "known users: last seen, time zone, settings", self._users))
-        self.add(Sub("trace", "", "the context of this chat's last model request", self._trace))
-        self.add(Sub("audit", "", "recent admin actions", self._audit))
+        self.add(AdminSub("users", "", "known users: last seen, time zone, settings", self._users))
+        self.add(
+            AdminSub("trace", "", "the context of this chat's last model request", self._trace)
+        )
+        self.add(AdminSub("audit", "", "recent admin actions", self._audit))
 
-    def add(self, sub: Sub) -> None:
+    def add(self, sub: AdminSub) -> None:
         self.subs[sub.name] = sub
 
     def command(self) -> Command:
@@ -68,7 +62,9 @@ class AdminCommands:
         )
 
     async def denied(self, call: CommandCall) -> None:
-        await self._record(call, call.args.split(" ", 1)[0] or "admin", "refused", "not allowed")
+        await self._record(
+            call, call.args.split(" ", 1)[0] or "admin", Outcome.REFUSED, "not allowed"
+        )
 
     async def run(self, call: CommandCall) -> str:
         name, _, args = call.args.strip().partition(" ")
@@ -78,12 +74,12 @@ class AdminCommands:
         try:
             result = await sub.handler(call, args.strip())
         except UserInputError as exc:
-            await self._record(call, sub.name, "error", exc.user_message)
+            await self._record(call, sub.name, Outcome.ERROR, exc.user_message)
             raise
         except Exception:
-            await self._record(call, sub.name, "error", "internal error")
+            await self._record(call, sub.name, Outcome.ERROR, "internal error")
             raise
-        await self._record(call, sub.name, "ok", result.splitlines()[0] if result else "")
+        await self._record(call, sub.name, Outcome.OK, result.splitlines()[0] if result else "")
         return result
 
     def _help(self, call: CommandCall, *, unknown: str) -> str:
@@ -109,20 +105,16 @@ class AdminCommands:
         return render(await self.stats.collect(self.clock.now_ms()))
 
     async def _users(self, call: CommandCall, args: str) -> str:
-        rows = await self.vault.fetchall(
-            """SELECT channel, user_id, display_name, timezone, settings, last_seen_ms
-               FROM users ORDER BY last_seen_ms DESC LIMIT 100"""
-        )
+        rows = await self.reports.users(limit=100)
         if not rows:
             return "No users yet."
         lines = ["Users (most recent first):"]
         for r in rows:
-            name = f" ({r['display_name']})" if r["display_name"] else ""
-            settings = json.loads(r["settings"])
-            proactive = "off" if settings.get("proactive_enabled") is False else "on"
+            name = f" ({r.display_name})" if r.display_name else ""
+            proactive = "off" if r.settings.get("proactive_enabled") is False else "on"
             lines.append(
-                f"• {r['channel']}:{r['user_id']}{name} — last seen {when(r['last_seen_ms'])}, "
-                f"tz {r['timezone'] or 'default'}, proactive {proactive}"
+                f"• {r.channel}:{r.user_id}{name} — last seen {when(r.last_seen_ms)}, "
+                f"tz {r.timezone or 'default'}, proactive {proactive}"
             )
         return "\n".join(lines)
 

@@ -1,31 +1,31 @@
 """Metrics read from the vault when `/metrics` is scraped: outbox backlog, file size, and
-totals of append-only tables (analyzer suggestions). Registered by `gateway/app.py`."""
+totals of append-only tables (analyzer suggestions). Registered by `gateway/app/app.py`."""
 
 from __future__ import annotations
 
 from gateway.core.metrics import LabelValues, Metrics
+from vault.analyzer import AnalyzerStore
 from vault.db import Vault
 from vault.outbox import Outbox
+from vault.reports import Reports
 
 OUTBOX_STATUSES = ("pending", "sending", "sent", "failed", "uncertain")
 
 
 def register_vault_metrics(metrics: Metrics, vault: Vault, outbox: Outbox) -> None:
+    reports = Reports(vault)
+    analyzer = AnalyzerStore(vault)
+
     async def outbox_rows() -> dict[LabelValues, float]:
         counts = await outbox.counts()
         return {(status,): float(counts.get(status, 0)) for status in OUTBOX_STATUSES}
 
     async def vault_bytes() -> dict[LabelValues, float]:
-        size = await vault.scalar(
-            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
-        )
-        return {(): float(size or 0)}
+        return {(): float(await reports.vault_bytes())}
 
     async def suggestions() -> dict[LabelValues, float]:
-        rows = await vault.fetchall(
-            "SELECT event, command, count(*) FROM analyzer_events GROUP BY event, command"
-        )
-        return {(str(r[0]), str(r[1])): float(r[2]) for r in rows}
+        totals = await analyzer.totals()
+        return {(event, command): float(n) for (event, command), n in totals.items()}
 
     metrics.gauge("iris_outbox_messages", "Outbox rows by status.", ("status",), outbox_rows)
     metrics.gauge("iris_vault_bytes", "Size of the vault database (pages in use).", (), vault_bytes)

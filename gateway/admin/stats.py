@@ -7,36 +7,31 @@ engagement), so the figures survive restarts and two readers always agree.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway.features.contributions import StatsSection
 from vault.analyzer import AnalyzerStore
 from vault.db import Vault
+from vault.reports import Reports
 from vault.usage import UsageLog
 
 DAY_MS = 86_400_000
 WINDOWS = {"24h": DAY_MS, "30d": 30 * DAY_MS}
 
-# A contributed section: since_ms -> JSON-able figures.
-Section = Callable[[int], Awaitable[dict[str, Any]]]
-
 
 class Stats:
     def __init__(self, *, vault: Vault, usage: UsageLog, analyzer: AnalyzerStore) -> None:
         self.vault = vault
+        self.reports = Reports(vault)
         self.usage = usage
         self.analyzer = analyzer
-        self.sections: dict[str, Section] = {}
+        self.sections: dict[str, StatsSection] = {}
 
     async def collect(self, now_ms: int) -> dict[str, Any]:
         return {label: await self._window(now_ms - span) for label, span in WINDOWS.items()}
 
     async def _window(self, since_ms: int) -> dict[str, Any]:
-        rows = await self.vault.fetchall(
-            """SELECT c.channel, m.role, count(*) FROM messages m JOIN chats c ON c.id = m.chat
-               WHERE m.at_ms >= ? GROUP BY c.channel, m.role""",
-            (since_ms,),
-        )
+        rows = await self.reports.message_counts(since_ms)
         messages: dict[str, dict[str, int]] = {}
         for channel, role, count in rows:
             messages.setdefault(channel, {"in": 0, "out": 0})["in" if role == "user" else "out"] = (

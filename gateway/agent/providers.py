@@ -2,7 +2,7 @@
 recent history, relevant memories (with the reason each was picked) and the current message.
 
 Other packages add providers of their own (the proactive engine's quota and follow-ups) by
-registering them with the pipeline in `gateway/app.py`.
+registering them with the pipeline in `gateway/app/app.py`.
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 Runs on every chat message before the agent turn, so it is built for speed: every regex and
 word list is compiled once at import; a call builds only small per-message sets.
 
-- Frustration: phrase patterns in `gateway/analyzer_frustration.py`, after quoted text and
+- Frustration: phrase patterns in `gateway/analyzer/frustration.py`, after quoted text and
   code are blanked out.
 - Keywords: Unicode word tokens, casefolded, stopwords of several languages removed,
   possessives and elisions cut ("sister's", "l'entretien"), a number's unit kept ("16gb" ->
   "gb"), deduplicated; runs of Han/Kana characters become bigrams.
 - Topic shift: how much of the message belongs to the session's topic profile (the recent
-  messages' keywords and the topic fields they fill, see `gateway/analyzer_lexicon.py`),
+  messages' keywords and the topic fields they fill, see `gateway/analyzer/lexicon.py`),
   each keyword weighted by informativeness, below a threshold. A shared stem is a full link,
   and so is a new word of a field the session fills ("tyre" in a cycling chat) or a compound
   containing a recent stem ("Luftentfeuchter" after "feucht"). Judged only once the session

@@ -1,9 +1,9 @@
 """The stateful side of the context analyzer: session state, cooldowns, confirmation, counters.
 
-Two entry points, both wired by `gateway/app.py`:
+Two entry points, both plugged in by the analyzer feature (`gateway/analyzer/feature.py`):
 
 - `suggest(turn)` is the analyzer step's hook, run for chat messages before the agent: it
-  judges the message with the pure functions of `gateway/analyzer.py`, applies the cooldowns,
+  judges the message with the pure functions of `gateway/analyzer/detect.py`, applies the cooldowns,
   optionally asks the confirmation model, saves the state and returns "clear", "compact" or
   None. It never executes anything: the step only appends a tip to the reply.
 - `observe(turn)` is a turn hook, run for every message including commands (which stop the
@@ -24,9 +24,9 @@ from typing import Any
 
 from gateway.analyzer.confirm import Confirmer
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance, analyze
-from gateway.app.config import AnalyzerSection
+from gateway.analyzer.settings import AnalyzerSection
 from gateway.core.llm import LLMRequest, LLMResponse
-from gateway.turns.router import Turn
+from gateway.turns.turn import Turn
 from vault.analyzer import AnalyzerStore, Event
 from vault.conversations import Conversations
 

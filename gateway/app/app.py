@@ -1,21 +1,25 @@
-"""The composition root: the only module that builds concrete pieces and wires them together.
+"""The composition root: the only place that builds concrete pieces and wires them together.
 
-`App` opens resources in order with an `AsyncExitStack` (vault first, so it closes last),
-builds the stores, the model adapter, the context pipeline, tools, commands, delivery and the
-router, and `serve()` runs the channels (and background services) under one `TaskGroup`.
-Shutdown: the stop event stops intake (channels are cancelled), in-flight turns drain under a
-deadline, background work is cancelled, then the exit stack closes everything in reverse.
+`App` opens resources in order with an `AsyncExitStack` (vault first, so it closes last) and
+builds, in this order: the stores and the model client; the agent with its context pipeline
+and tools; the channels and delivery; the core and admin commands; then every feature
+(`default_features`: the analyzer, the proactive engine) contributes through the one seam
+(`gateway/features/contributions.py`), `_apply` plugs in what they registered, and `_steps`
+puts the pipeline together for the router. `serve()` runs the channels and background jobs
+under one `TaskGroup`. Shutdown: the stop event stops intake (channels are cancelled),
+in-flight turns drain under a deadline, background work is cancelled, then the exit stack
+closes everything in reverse.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Self, TypeVar
 
 from gateway.admin.api import AdminApi
 from gateway.admin.chat import AdminCommands
@@ -23,7 +27,6 @@ from gateway.admin.gauges import register_vault_metrics
 from gateway.admin.http import HttpServer, health_route
 from gateway.admin.stats import Stats
 from gateway.agent.agent import Agent
-from gateway.agent.anthropic_llm import AnthropicLLM
 from gateway.agent.context import ContextPipeline, TraceStore
 from gateway.agent.memory_tools import memory_tools
 from gateway.agent.providers import (
@@ -35,11 +38,12 @@ from gateway.agent.providers import (
     SummaryProvider,
 )
 from gateway.agent.tools import ToolRegistry
-from gateway.analyzer.watcher import ContextWatch
+from gateway.analyzer.feature import AnalyzerFeature
 from gateway.app.config import Config
-from gateway.core.admin_ops import ProactiveOps
+from gateway.app.lifecycle import housekeeping, supervise
+from gateway.app.model import open_model
 from gateway.core.clock import SystemClock
-from gateway.core.errors import ChannelUnavailable, ConfigError, FatalChannelError, VaultError
+from gateway.core.errors import ConfigError, FatalChannelError
 from gateway.core.messages import ChannelHealth, ChatRef, CommandInfo
 from gateway.core.metrics import Metrics
 from gateway.core.ports import (
@@ -50,41 +54,43 @@ from gateway.core.ports import (
     ServesRoutes,
     TakesCommands,
 )
+from gateway.features.contributions import BackgroundJob, Contributions, Feature, Services
 from gateway.turns.auth import Authorizer
 from gateway.turns.commands import CommandRegistry
 from gateway.turns.core_commands import CoreCommands
 from gateway.turns.delivery import Delivery
+from gateway.turns.locks import ChatLocks
 from gateway.turns.replies import Replier
-from gateway.turns.router import Router, Step
+from gateway.turns.router import Router
 from gateway.turns.steps import (
-    TurnHook,
     agent_step,
-    analyzer_step,
     auth_step,
     command_step,
     dedupe_step,
     hooks_step,
     record_step,
 )
-from proactive.engine import Engine
-from proactive.feature import wire_proactive
+from gateway.turns.turn import Step
+from proactive.feature import ProactiveFeature
 from vault.analyzer import AnalyzerStore
 from vault.audit import AuditLog
-from vault.conversations import Conversations, RecordHook
+from vault.conversations import Conversations
 from vault.db import Vault
 from vault.inbound import InboundLog
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
-from vault.proactive.log import ProactiveLog
-from vault.proactive.store import ProactiveStore
 from vault.usage import UsageLog
 
 log = logging.getLogger(__name__)
 
-CHANNEL_BACKOFF_MAX_S = 60.0
-HOUSEKEEPING_INTERVAL_S = 24 * 3600.0
-DEDUPE_KEEP_MS = 30 * 24 * 3600 * 1000
+F = TypeVar("F")
+
+
+def default_features(config: Config) -> list[Feature]:
+    """The built-in features, each configured from its own section."""
+    s = config.settings
+    return [AnalyzerFeature(s.analyzer), ProactiveFeature(s.proactive)]
 
 
 @dataclass
@@ -94,10 +100,15 @@ class App:
     clock: Clock = field(default_factory=SystemClock)
     llm_override: LLM | None = None
     use_llm_override: bool = False
-    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    # None: the built-in features for this config (`default_features`).
+    features: Sequence[Feature] | None = None
+    # The caller's own jobs beside the features' (`iris chat` stops at the end of input).
+    background: Sequence[BackgroundJob] = ()
 
     def __post_init__(self) -> None:
         self._stack = AsyncExitStack()
+        if self.features is None:
+            self.features = default_features(self.config)
 
     async def __aenter__(self) -> Self:
         try:
@@ -115,13 +126,11 @@ class App:
     async def _build(self) -> None:
         await self._build_stores()
         self._build_agent()
-        self._build_commands()
         await self._build_delivery()
-        self._build_router()
-        self.proactive_store: ProactiveStore
-        self.proactive_log: ProactiveLog
-        self.proactive_engine: Engine | None
-        wire_proactive(self)
+        self._build_commands()
+        self.contributions = self._collect()
+        self._apply(self.contributions)
+        self._build_router(self.contributions)
         # Every command is registered now: platform menus get the complete list.
         menu = [CommandInfo(name=c.name, summary=c.summary) for c in self.commands.user_commands()]
         for channel in self.channels:
@@ -149,7 +158,11 @@ class App:
         self.audit = AuditLog(self.vault)
         self.metrics = Metrics()
         register_vault_metrics(self.metrics, self.vault, self.outbox)
-        self.llm = await self._build_llm()
+        self.llm = (
+            self.llm_override
+            if self.use_llm_override
+            else await open_model(self.config, self._stack)
+        )
 
     def _build_agent(self) -> None:
         s = self.config.settings
@@ -200,14 +213,53 @@ class App:
         )  # fmt: skip
         self.commands.register(self.admin.command())
         self.commands.on_denied = self.admin.denied
-        self.proactive_ops: ProactiveOps | None = None  # set by wire_proactive when enabled
+
+    def _collect(self) -> Contributions:
+        """Every feature contributes, in order, to one `Contributions`."""
+        assert self.features is not None
+        self.locks = ChatLocks()
+        c = Contributions(
+            Services(
+                vault=self.vault,
+                conversations=self.conversations,
+                memories=self.memories,
+                clock=self.clock,
+                metrics=self.metrics,
+                call_model=self.agent.call,
+                model_configured=self.llm is not None,
+                delivery=self.delivery,
+                chat_locks=self.locks,
+                hint_for=self.replier.hint_for,
+            )
+        )
+        for feature in self.features:
+            feature.contribute(c)
+        return c
+
+    def _apply(self, c: Contributions) -> None:
+        """What the features contributed, plugged in: the one place that does it."""
+        self.commands.register(*c.commands)
+        self.tools.register(*c.tools)
+        for provider in c.providers:
+            self.pipeline.register(provider)
+        for sub in c.admin_subs:
+            self.admin.add(sub)
+        self.stats.sections.update(c.stats_sections)
+        for g in c.gauges:
+            self.metrics.gauge(g.name, g.help, g.labels, g.read, kind=g.kind)
+
+    def feature(self, kind: type[F]) -> F:
+        """The running feature of this type (tests and tools reach what it built)."""
+        found = [f for f in self.features or () if isinstance(f, kind)]
+        if not found:
+            raise LookupError(f"no {kind.__name__} in this app")
+        return found[0]
 
     async def _build_delivery(self) -> None:
         s = self.config.settings
         self.channel_map = {c.name: c for c in self.channels}
         for channel in self.channels:
-            if hasattr(channel, "__aenter__"):
-                await self._stack.enter_async_context(channel)  # type: ignore[arg-type]
+            await self._stack.enter_async_context(channel)
         self.delivery = Delivery(
             outbox=self.outbox,
             channels=self.channel_map,
@@ -225,27 +277,17 @@ class App:
             clock=self.clock,
         )
 
-    def _build_router(self) -> None:
+    def _build_router(self, c: Contributions) -> None:
         s = self.config.settings
         self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
-        self.turn_hooks: list[TurnHook] = []
-        self.record_hooks: list[RecordHook] = []
-        self.analyzer: ContextWatch | None = None
-        if s.analyzer.enabled:
-            self.analyzer = ContextWatch(
-                store=self.analyzer_store,
-                conversations=self.conversations,
-                settings=s.analyzer,
-                call=self.agent.call if self.llm is not None else None,
-            )
-            self.turn_hooks.append(self.analyzer.observe)
         self.router = Router(
-            steps=self._steps(),
+            steps=self._steps(c),
             replier=self.replier,
             clock=self.clock,
             max_concurrency=s.router.max_concurrency,
             drain_timeout_s=s.router.drain_timeout_s,
             metrics=self.metrics,
+            locks=self.locks,
         )
 
     async def _start_http(self) -> HttpServer | None:
@@ -257,7 +299,7 @@ class App:
                 raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
             return None
         server = HttpServer(host=s.http.host, port=s.http.port)
-        for route in routes:
+        for route in [*routes, *self.contributions.routes]:
             server.add_route(route)
         server.add_route(health_route(self.channel_health))
         self._mount_admin_api(server)
@@ -270,7 +312,7 @@ class App:
             return
         api = AdminApi(
             token=token,
-            ops=self.proactive_ops,
+            ops=self.contributions.ops,
             stats=self.stats,
             metrics=self.metrics,
             audit=self.audit,
@@ -282,37 +324,20 @@ class App:
     def channel_health(self) -> list[ChannelHealth]:
         return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
 
-    def _steps(self) -> list[Step]:
+    def _steps(self, c: Contributions) -> list[Step]:
+        """The pipeline, in order: the one place it is put together."""
         s = self.config.settings
         return [
             dedupe_step(),
             auth_step(self.authorizer, self.inbound_log, self.replier),
             record_step(
-                self.conversations, max_chars=s.router.max_message_chars, hooks=self.record_hooks
+                self.conversations, max_chars=s.router.max_message_chars, hooks=c.record_hooks
             ),
-            hooks_step(self.turn_hooks),
+            hooks_step(c.turn_hooks),
             command_step(self.commands, self.replier),
-            *([analyzer_step(self.analyzer.suggest, self.replier)] if self.analyzer else []),
+            *c.steps,
             agent_step(self.agent, self.replier),
         ]
-
-    async def _build_llm(self) -> LLM | None:
-        if self.use_llm_override:
-            return self.llm_override
-        key = self.config.secrets.get("ANTHROPIC_API_KEY")
-        if key is None:
-            log.warning("ANTHROPIC_API_KEY is not set: chat messages get a 'no model' notice")
-            return None
-        llm = self.config.settings.llm
-        return await self._stack.enter_async_context(
-            AnthropicLLM(
-                api_key=key,
-                model=llm.model,
-                base_url=llm.base_url,
-                timeout_s=llm.timeout_s,
-                max_retries=llm.max_retries,
-            )
-        )
 
     async def _mark_unreachable(self, chat: ChatRef) -> None:
         await self.conversations.mark_unreachable(chat, self.clock.now_ms())
@@ -337,15 +362,23 @@ class App:
     async def _serve(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tg:
             intake = [
-                tg.create_task(self._supervise(c), name=f"channel {c.name}") for c in self.channels
+                tg.create_task(
+                    supervise(c, self.router.submit, self.clock), name=f"channel {c.name}"
+                )
+                for c in self.channels
             ]
-            background = [tg.create_task(job(), name="background") for job in self.background]
+            background = [
+                tg.create_task(job(), name="background")
+                for job in [*self.background, *self.contributions.jobs]
+            ]
             background.append(tg.create_task(self.delivery.resend_pending(), name="resend"))
             # Housekeeping in wall-clock time, whatever clock the app runs on.
             background.append(
                 tg.create_task(self.vault.run_checkpoints(asyncio.sleep), name="checkpoints")
             )
-            background.append(tg.create_task(self._housekeeping(), name="housekeeping"))
+            background.append(
+                tg.create_task(housekeeping(self.inbound_log, self.clock), name="housekeeping")
+            )
             await stop.wait()
             log.info("stopping: no new messages; draining in-flight turns")
             for task in intake:
@@ -355,37 +388,3 @@ class App:
             await self.router.drain()
             for task in background:
                 task.cancel()
-
-    async def _housekeeping(self) -> None:
-        """Once a day: forget dedupe keys older than a month (platforms redeliver for days, not
-        months), so the table stays small."""
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
-            try:
-                dropped = await self.inbound_log.purge(self.clock.now_ms() - DEDUPE_KEEP_MS)
-                log.info("housekeeping: %d old dedupe keys dropped", dropped)
-            except VaultError:
-                log.exception("housekeeping failed")
-
-    async def _supervise(self, channel: Channel) -> None:
-        """Restart a channel after transient errors with capped backoff; fatal errors stop Iris."""
-        delay = 1.0
-        trace: Exception | None
-        while True:
-            started_ms = self.clock.now_ms()
-            try:
-                await channel.run(self.router.submit)
-                return
-            except FatalChannelError:
-                raise
-            except ChannelUnavailable as exc:  # expected (network, outage): no traceback
-                problem, trace = str(exc), None
-            except Exception as exc:
-                problem, trace = f"failed ({type(exc).__name__})", exc
-            if self.clock.now_ms() - started_ms > CHANNEL_BACKOFF_MAX_S * 1000:
-                delay = 1.0  # it ran fine for a while: a new outage, not the same one
-            log.warning(
-                "channel %s: %s; restarting in %.0f s", channel.name, problem, delay, exc_info=trace
-            )
-            await self.clock.sleep(delay)
-            delay = min(delay * 2, CHANNEL_BACKOFF_MAX_S)

@@ -1,12 +1,11 @@
 """Part of the composition root: which platform channels run, built from config.
 
-Split from `gateway/app.py` to keep that module readable; like it, this module may import
+Split from `gateway/app/app.py` to keep that module readable; like it, this module may import
 the concrete channels (lazily, so `iris chat` and `iris doctor` never load platform SDKs).
 """
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from gateway.app.config import Config
@@ -84,9 +83,7 @@ async def check_channels_online(config: Config) -> list[tuple[str, bool, str]]:
     for channel in channels:
         if not isinstance(channel, ChecksCredentials):
             continue
-        async with AsyncExitStack() as stack:
-            if hasattr(channel, "__aenter__"):
-                await stack.enter_async_context(channel)  # type: ignore[arg-type]
+        async with channel:
             try:
                 results.append((channel.name, True, await channel.check_credentials()))
             except (FatalChannelError, ChannelUnavailable) as exc:

@@ -15,10 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -27,7 +25,10 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from gateway.analyzer.settings import AnalyzerSection
 from gateway.core.errors import ConfigError
+from gateway.features.settings import Section
+from proactive.settings import ProactiveSection
 
 DEFAULT_CONFIG_FILE = Path("config.toml")
 ENV_PREFIX = "IRIS_"
@@ -36,38 +37,12 @@ ENV_PREFIX = "IRIS_"
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("iris_config_env", default=None)
 
 
-class _MappingEnvSource(EnvSettingsSource):
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        env = _ENVIRON.get()
-        return parse_env_vars(
-            os.environ if env is None else env,
-            self.case_sensitive,
-            self.env_ignore_empty,
-            self.env_parse_none_str,
-        )
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def check_timezone(name: str) -> str:
-    """Return `name` if it is an IANA zone; raise ValueError otherwise."""
-    if not name or name.startswith(("/", ".")) or ".." in name:
-        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)")
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)") from exc
-    return name
-
-
-class VaultSection(_Section):
+class VaultSection(Section):
     path: Path = Path("iris.db")
     busy_timeout_ms: int = Field(5000, ge=0)
 
 
-class LLMSection(_Section):
+class LLMSection(Section):
     model: str = Field("claude-sonnet-5-5", min_length=1)
     base_url: str = ""
     max_tokens: int = Field(2048, ge=16, le=20000)
@@ -76,7 +51,7 @@ class LLMSection(_Section):
     max_tool_rounds: int = Field(6, ge=1, le=50)
 
 
-class AuthSection(_Section):
+class AuthSection(Section):
     # Entries are "<channel>:<user id>" or "<channel>:*". An empty `allow` admits admins only.
     admins: tuple[str, ...] = ()
     allow: tuple[str, ...] = ()
@@ -91,7 +66,7 @@ class AuthSection(_Section):
         return value
 
 
-class ContextSection(_Section):
+class ContextSection(Section):
     max_tokens: int = Field(24000, ge=512)
     history_messages: int = Field(40, ge=0, le=1000)
     memories: int = Field(5, ge=0, le=50)
@@ -100,25 +75,25 @@ class ContextSection(_Section):
     )
 
 
-class RouterSection(_Section):
+class RouterSection(Section):
     max_concurrency: int = Field(32, ge=1, le=1024)
     max_message_chars: int = Field(8000, ge=1)
     drain_timeout_s: float = Field(10.0, ge=0)
 
 
-class DeliverySection(_Section):
+class DeliverySection(Section):
     max_attempts: int = Field(5, ge=1, le=20)
     backoff_base_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(60.0, ge=0)
 
 
-class HTTPSection(_Section):
+class HTTPSection(Section):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(8787, ge=0, le=65535)
 
 
-class TelegramSection(_Section):
+class TelegramSection(Section):
     enabled: bool = False
     mode: Literal["polling", "webhook"] = "polling"
     base_url: str = "https://api.telegram.org/bot"
@@ -126,58 +101,14 @@ class TelegramSection(_Section):
     webhook_path: str = "/telegram/webhook"
 
 
-class SlackSection(_Section):
+class SlackSection(Section):
     enabled: bool = False
     mode: Literal["socket", "http"] = "socket"
     api_url: str = "https://slack.com/api/"
     command: str = "/iris"
 
 
-class ProactiveSection(_Section):
-    enabled: bool = True
-    poll_interval_s: float = Field(60.0, gt=0)
-    scan_cron: str = "0 */6 * * *"
-    default_timezone: str = "UTC"
-    quiet_start: int = Field(22, ge=0, le=23)
-    quiet_end: int = Field(8, ge=0, le=23)
-    per_user_daily: int = Field(3, ge=0)
-    global_daily: int = Field(100, ge=0)
-    confidence_threshold: float = Field(0.5, ge=0, le=1)
-    default_confidence: float = Field(0.8, ge=0, le=1)
-    max_age_days: float = Field(7, gt=0)
-    dormancy_days: float = Field(7, gt=0)
-    unanswered_hours: float = Field(24, gt=0)
-    engagement_drop_ratio: float = Field(0.3, gt=0, le=1)
-    max_per_tick: int = Field(20, ge=1)
-    concurrency: int = Field(8, ge=1, le=256)
-    lease_s: float = Field(300, gt=0)
-    jitter_max_minutes: float = Field(30, ge=0)
-
-    @field_validator("default_timezone")
-    @classmethod
-    def _tz(cls, value: str) -> str:
-        return check_timezone(value)
-
-    @field_validator("scan_cron")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        if not croniter.is_valid(value, strict=True):
-            raise ValueError("not a valid cron expression (e.g. '0 */6 * * *')")
-        return value
-
-
-class AnalyzerSection(_Section):
-    enabled: bool = True
-    topic_shift_threshold: float = Field(0.2, ge=0, le=1)
-    min_keywords: int = Field(5, ge=1)
-    recent_messages: int = Field(4, ge=1, le=20)
-    cooldown_messages: int = Field(8, ge=0)
-    cooldown_minutes: float = Field(30, ge=0)
-    confirm_model: str = ""
-    confirm_timeout_s: float = Field(5.0, gt=0)
-
-
-class LogSection(_Section):
+class LogSection(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
@@ -215,7 +146,23 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The TOML document arrives as init kwargs; the environment overrides it.
-        return (_MappingEnvSource(settings_cls), init_settings)
+        return (_environment(settings_cls), init_settings)
+
+
+def _environment(settings_cls: type[BaseSettings]) -> EnvSettingsSource:
+    """The environment source, reading the mapping `load_config` was handed when there is one.
+
+    pydantic-settings has no public parameter for an environment other than `os.environ`; the
+    source's public `env_vars` attribute holds what it read, so it is replaced here (with the
+    library's own parser) instead of overriding a private loader method.
+    """
+    source = EnvSettingsSource(settings_cls)
+    env = _ENVIRON.get()
+    if env is not None:
+        source.env_vars = parse_env_vars(
+            env, source.case_sensitive, source.env_ignore_empty, source.env_parse_none_str
+        )
+    return source
 
 
 SECRET_NAMES = (

@@ -10,6 +10,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 class SystemClock:
@@ -62,3 +63,20 @@ class ManualClock:
             _, _, fut = heapq.heappop(self._sleepers)
             if not fut.done():
                 fut.set_result(None)
+
+
+def wall_ms() -> int:
+    """The wall clock in epoch milliseconds, for stamps that are not decisions (a platform's
+    receive time); decisions ask a `Clock`."""
+    return int(time.time() * 1000)
+
+
+def check_timezone(name: str) -> str:
+    """Return `name` if it is an IANA zone; raise ValueError otherwise."""
+    if not name or name.startswith(("/", ".")) or ".." in name:
+        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)") from exc
+    return name

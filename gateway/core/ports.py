@@ -1,14 +1,16 @@
 """Ports: the Protocols the core talks to. Fakes in tests satisfy them structurally.
 
-The router, agent and engine depend on these shapes only; `gateway/app.py` plugs in the
+The router, agent and engine depend on these shapes only; `gateway/app/app.py` plugs in the
 concrete Telegram, Slack and console channels, the Anthropic adapter and the system clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.messages import (
@@ -22,14 +24,30 @@ from gateway.core.messages import (
     WebResponse,
 )
 
-# Called by a channel for each inbound message. Scheduling happens at call time (so the order
-# of calls is the order of handling within a chat); awaiting the result waits for the reply.
-InboundHandler = Callable[[Inbound], Awaitable[None]]
+# Called by a channel for each inbound message, in arrival order, without awaiting it (a
+# receive loop must not wait for a model call). The call schedules the turn at once, so the
+# order of calls is the order of handling within a chat, and returns the future the router
+# keeps until the turn ends (`Router.submit`): the channel need not keep it, and awaiting it
+# waits for the reply. The router handles and logs every failure of the turn.
+InboundHandler = Callable[[Inbound], asyncio.Future[None]]
 
 
 class Channel(Protocol):
+    """A chat platform. The app opens it (`async with`) before `run` and closes it after the
+    last send; a channel that holds nothing returns itself and closes nothing."""
+
     @property
     def name(self) -> str: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> None: ...
 
     async def run(self, on_inbound: InboundHandler) -> None:
         """Receive messages until cancelled. Raise FatalChannelError if it can never work."""
@@ -49,14 +67,14 @@ WebHandler = Callable[[WebRequest], Awaitable[WebResponse]]
 
 @dataclass(frozen=True, slots=True)
 class WebRoute:
-    """A route a component mounts on the app's HTTP server (`gateway/http.py`)."""
+    """A route a component mounts on the app's HTTP server (`gateway/admin/http.py`)."""
 
     method: str
     path: str
     handler: WebHandler
 
 
-# Optional capabilities a channel may have; `gateway/app.py` checks them with isinstance.
+# Optional capabilities a channel may have; `gateway/app/app.py` checks them with isinstance.
 @runtime_checkable
 class ReportsHealth(Protocol):
     def health(self) -> ChannelHealth: ...

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from gateway.agent.agent import Agent
-from gateway.app.config import check_timezone
+from gateway.core.clock import check_timezone
 from gateway.core.errors import UserInputError
 from gateway.core.llm import LLMMessage
 from gateway.turns.commands import Command, CommandCall, CommandRegistry

@@ -5,7 +5,8 @@ so a crash mid-send leaves a row that startup recovery turns into `uncertain` in
 silently resending. Transient failures (rate limits, network) are retried in place with
 exponential backoff — honouring the platform's Retry-After — which keeps replies in order
 within a chat; after `max_attempts` the row is `failed`. Permanent failures fail at once;
-`ChatUnreachable` (e.g. the user blocked the bot) also marks the chat unreachable.
+`ChatUnreachable` (e.g. the user blocked the bot) also marks the chat unreachable. Each call
+ends in one `DeliveryStatus`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from gateway.core.errors import (
     ChatUnreachable,
@@ -29,15 +31,26 @@ from vault.outbox import Outbox, OutboxRow
 log = logging.getLogger(__name__)
 
 
+class DeliveryStatus(StrEnum):
+    """How one delivery call ended: the outbox row's final status, or `duplicate` when another
+    call owns the row (same idempotency key). Also the `status` label of
+    `iris_outbound_messages_total`."""
+
+    SENT = "sent"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+    DUPLICATE = "duplicate"
+
+
 @dataclass(frozen=True, slots=True)
 class DeliveryResult:
-    status: str  # sent | failed | uncertain | duplicate
+    status: DeliveryStatus
     outbox_id: int
     platform_ids: tuple[str, ...] = ()
 
     @property
     def delivered(self) -> bool:
-        return self.status == "sent"
+        return self.status is DeliveryStatus.SENT
 
 
 class Delivery:
@@ -68,7 +81,7 @@ class Delivery:
         """Send `out`; `on_sent` runs in the transaction that marks the row sent."""
         row = await self.outbox.enqueue(out, self.clock.now_ms(), status="sending")
         if not row.created:
-            return DeliveryResult("duplicate", row.id)
+            return DeliveryResult(DeliveryStatus.DUPLICATE, row.id)
         return await self._attempts(row, on_sent)
 
     async def deliver_pending(
@@ -81,7 +94,7 @@ class Delivery:
         """Send a row another component wrote as `pending` (in its own transaction);
         `on_sent` runs in the transaction that marks the row sent."""
         if not await self.outbox.mark_sending(row_id):
-            return DeliveryResult("duplicate", row_id)
+            return DeliveryResult(DeliveryStatus.DUPLICATE, row_id)
         return await self._attempts(
             OutboxRow(id=row_id, outbound=out, status="sending", attempts=1), on_sent
         )
@@ -123,7 +136,7 @@ class Delivery:
         channel = self.channels.get(out.chat.channel)
         if channel is None:
             await self.outbox.mark_failed(row.id, f"no channel {out.chat.channel!r} is running")
-            return DeliveryResult("failed", row.id)
+            return DeliveryResult(DeliveryStatus.FAILED, row.id)
         attempt = row.attempts
         while True:
             try:
@@ -134,37 +147,39 @@ class Delivery:
                         "giving up on outbox #%d after %d attempts: %s", row.id, attempt, exc
                     )
                     await self.outbox.mark_failed(row.id, f"transient: {exc}")
-                    return DeliveryResult("failed", row.id)
+                    return DeliveryResult(DeliveryStatus.FAILED, row.id)
                 delay = self._backoff(attempt, exc.retry_after_s)
                 await self.outbox.mark_retry(
                     row.id, str(exc), self.clock.now_ms() + int(delay * 1000)
                 )
                 await self.clock.sleep(delay)
                 if not await self.outbox.mark_sending(row.id):
-                    return DeliveryResult("duplicate", row.id)
+                    return DeliveryResult(DeliveryStatus.DUPLICATE, row.id)
                 attempt += 1
                 continue
             except ChatUnreachable as exc:
                 await self.outbox.mark_failed(row.id, f"unreachable: {exc}")
                 if self.on_unreachable is not None:
                     await self.on_unreachable(out.chat)
-                return DeliveryResult("failed", row.id)
+                return DeliveryResult(DeliveryStatus.FAILED, row.id)
             except DeliveryPermanent as exc:
                 log.warning("outbox #%d failed permanently: %s", row.id, exc)
                 await self.outbox.mark_failed(row.id, str(exc))
-                return DeliveryResult("failed", row.id)
+                return DeliveryResult(DeliveryStatus.FAILED, row.id)
             except DeliveryUncertain as exc:
                 await self.outbox.mark_uncertain(row.id, str(exc))
-                return DeliveryResult("uncertain", row.id)
+                return DeliveryResult(DeliveryStatus.UNCERTAIN, row.id)
             except Exception as exc:
                 # A bug or an unmapped SDK error: we cannot tell whether it went out.
                 await self.outbox.mark_uncertain(row.id, f"unexpected {type(exc).__name__}")
-                self.metrics.outbound.inc(out.chat.channel, out.kind.value, "uncertain")
+                self.metrics.outbound.inc(
+                    out.chat.channel, out.kind.value, DeliveryStatus.UNCERTAIN
+                )
                 raise DeliveryUncertain(f"send failed unexpectedly: {type(exc).__name__}") from exc
             await self.outbox.mark_sent(
                 row.id, receipt.platform_message_ids, self.clock.now_ms(), also=on_sent
             )
-            return DeliveryResult("sent", row.id, receipt.platform_message_ids)
+            return DeliveryResult(DeliveryStatus.SENT, row.id, receipt.platform_message_ids)
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:

@@ -19,11 +19,11 @@ from gateway.agent.context import estimate_tokens
 from gateway.core.messages import ChatRef, Outbound, OutboundKind
 from gateway.core.ports import Channel, Clock
 from gateway.turns.commands import Hint
-from gateway.turns.delivery import Delivery, DeliveryResult
+from gateway.turns.delivery import Delivery, DeliveryResult, DeliveryStatus
 from vault.conversations import Conversations, insert_message
 
 if TYPE_CHECKING:
-    from gateway.turns.router import Turn
+    from gateway.turns.turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class Replier:
                 )
 
         result = await self.delivery.deliver(out, on_sent=record)
-        if recorded is not None and result.status == "uncertain":  # may have been seen
+        if recorded is not None and result.status is DeliveryStatus.UNCERTAIN:  # may have been seen
             await self.conversations.record_reply(
                 session=recorded.session_pk,
                 chat=recorded.chat_pk,

@@ -1,9 +1,8 @@
 """The router: runs each inbound message through the pipeline, in order per chat.
 
-The pipeline is a list of steps built once into an onion: each step is `async (turn, next)`
-and may stop the turn by not calling `next` (dedupe, auth, commands do). `gateway/steps.py`
-holds the steps; `gateway/app.py` picks them. The router itself only knows about ordering,
-concurrency, shutdown and errors:
+The chain of steps comes built from `gateway/turns/turn.py`; `gateway/turns/steps.py` holds
+the core steps and `gateway/app/app.py` picks them. The router itself only knows about
+ordering, concurrency, shutdown and errors:
 
 - one lock per chat (FIFO, evicted when idle) keeps a chat strictly in order, and a global
   semaphore bounds the turns running at once; different chats run concurrently;
@@ -17,10 +16,8 @@ concurrency, shutdown and errors:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
@@ -28,9 +25,9 @@ from gateway.core.errors import ModelNotConfigured, ModelUnavailable, UserInputE
 from gateway.core.messages import Inbound, OutboundKind
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
-from gateway.core.scope import Scope
+from gateway.turns.locks import ChatLocks
 from gateway.turns.replies import Replier
-from vault.conversations import Recorded
+from gateway.turns.turn import Step, Turn, build_chain
 
 log = logging.getLogger(__name__)
 
@@ -45,64 +42,6 @@ NO_MODEL = (
 )
 
 
-@dataclass(slots=True)
-class Turn:
-    inbound: Inbound
-    now_ms: int
-    authorized: bool = False
-    is_admin: bool = False
-    command: tuple[str, str] | None = None
-    recorded: Recorded | None = None
-    scope: Scope | None = None
-    suggestion: str | None = None
-    replies: int = 0
-
-
-Next = Callable[[Turn], Awaitable[None]]
-Step = Callable[[Turn, Next], Awaitable[None]]
-
-
-async def _end(turn: Turn) -> None:
-    return None
-
-
-def build_chain(steps: Sequence[Step]) -> Next:
-    chain: Next = _end
-    for step in reversed(steps):
-        chain = _link(step, chain)
-    return chain
-
-
-def _link(step: Step, nxt: Next) -> Next:
-    # A plain function returning the step's coroutine, not a coroutine of its own: every
-    # resumption of a turn walks its whole await chain, so each wrapper frame costs each time.
-    return lambda turn: step(turn, nxt)
-
-
-class _ChatLocks:
-    """A lock per chat key, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    def __len__(self) -> int:
-        return len(self._locks)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-
 class Router:
     def __init__(
         self,
@@ -113,13 +52,14 @@ class Router:
         max_concurrency: int = 32,
         drain_timeout_s: float = 10.0,
         metrics: Metrics | None = None,
+        locks: ChatLocks | None = None,
     ) -> None:
         self._chain = build_chain(steps)
         self._metrics = metrics or Metrics()
         self._replier = replier
         self._clock = clock
         self._slots = asyncio.Semaphore(max_concurrency)
-        self._locks = _ChatLocks()
+        self._locks = locks or ChatLocks()
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = True
         self._drain_timeout_s = drain_timeout_s
@@ -152,10 +92,6 @@ class Router:
         self._metrics.inbound.inc(inbound.chat.channel)
         async with self._locks.hold(inbound.chat.key), self._slots:
             await self._run_safely(Turn(inbound=inbound, now_ms=self._clock.now_ms()))
-
-    def chat_lock(self, chat_key: str) -> contextlib.AbstractAsyncContextManager[None]:
-        """The lock that orders a chat's turns; proactive sends to the chat take it too."""
-        return self._locks.hold(chat_key)
 
     async def drain(self) -> None:
         self._accepting = False

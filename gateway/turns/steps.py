@@ -1,14 +1,15 @@
 """The router's pipeline steps, each a small `async (turn, next)` function built by a factory.
 
-Order (see `gateway/app.py`): dedupe -> auth -> record -> hooks (engagement) -> command ->
-analyzer -> agent. Delivery happens inside the steps that answer, through the `Replier`.
+Order (see `gateway/app/app.py`): dedupe -> auth -> record -> hooks (engagement, the
+analyzer's observation) -> command -> the features' steps (the analyzer's tip) -> agent.
+Delivery happens inside the steps that answer, through the `Replier`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from gateway.agent.agent import Agent
@@ -19,7 +20,7 @@ from gateway.core.scope import Scope
 from gateway.turns.auth import Authorizer, Decision
 from gateway.turns.commands import CommandCall, CommandRegistry, parse_command
 from gateway.turns.replies import Replier
-from gateway.turns.router import Next, Step, Turn
+from gateway.turns.turn import Next, Step, Turn, TurnHook
 from vault.conversations import Conversations, RecordHook
 from vault.inbound import InboundLog
 
@@ -34,19 +35,6 @@ TOO_LONG = (
     "That message is too long ({length} characters; the limit is {limit}). It is saved, but I "
     "won't answer it: please shorten it or split it into parts."
 )
-
-TurnHook = Callable[[Turn], Awaitable[None]]
-# Returns the command to suggest inline ("clear" or "compact"), or None.
-SuggestionHook = Callable[[Turn], Awaitable[str | None]]
-
-SUGGESTIONS = {
-    "clear": "It looks like we've moved to a new topic — {cmd} starts a fresh conversation.",
-    "compact": "If I'm getting this wrong, {cmd} condenses our conversation so we can refocus.",
-}
-
-
-def format_suggestion(command: str, hint: Callable[[str], str]) -> str:
-    return "\n\n_Tip: " + SUGGESTIONS[command].format(cmd=hint(command)) + "_"
 
 
 def dedupe_keys(turn: Turn) -> list[str]:
@@ -175,18 +163,6 @@ def command_step(registry: CommandRegistry, replier: Replier) -> Step:
         await replier.send(turn, text, kind="command")
 
     return command
-
-
-def analyzer_step(hook: SuggestionHook, replier: Replier) -> Step:
-    async def analyze(turn: Turn, nxt: Next) -> None:
-        command = await hook(turn)
-        if command is not None:
-            turn.suggestion = format_suggestion(
-                command, replier.hint_for(turn.inbound.chat.channel)
-            )
-        await nxt(turn)
-
-    return analyze
 
 
 def agent_step(agent: Agent, replier: Replier) -> Step:

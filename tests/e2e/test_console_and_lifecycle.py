@@ -21,7 +21,7 @@ async def test_console_interactive_prompts_and_plain_replies() -> None:
     console = ConsoleChannel(stdin=io.StringIO("hi\n\n/help\n"), stdout=out, interactive=True)
     seen: list[Inbound] = []
 
-    async def handle(message: Inbound) -> None:
+    async def answer(message: Inbound) -> None:
         seen.append(message)
         await console.send(
             Outbound(
@@ -29,7 +29,7 @@ async def test_console_interactive_prompts_and_plain_replies() -> None:
             )
         )
 
-    await console.run(handle)
+    await console.run(lambda message: asyncio.ensure_future(answer(message)))
     assert [m.text for m in seen] == ["hi", "/help"]
     assert seen[0].message_id != seen[1].message_id
     assert out.getvalue() == "you> iris> re hi\nyou> you> iris> re /help\nyou> "

@@ -17,7 +17,7 @@ from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.llm import LLMRequest, LLMResponse, TextPart
 from tests.conftest import app_with, make_config
-from tests.fakes import FakeLLM
+from tests.fakes import FakeLLM, Inbox
 from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, mention, message_update
 
 ALLOWED = 42
@@ -167,7 +167,7 @@ async def test_stalled_polling_shows_in_health() -> None:
     channel = TelegramChannel(token=TOKEN, base_url=BASE, now_ms=lambda: now[0])
     with respx.mock(assert_all_called=False) as router:
         api = FakeBotAPI(router)
-        task = asyncio.create_task(channel.run(lambda inbound: asyncio.sleep(0)))
+        task = asyncio.create_task(channel.run(Inbox()))
         await asyncio.wait_for(channel.started.wait(), 5)
         await api.wait_polls(1)
         assert channel.health().connected

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from gateway.admin.api import AdminApi
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
+from proactive.feature import ProactiveFeature
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from tests.prom import parse, value
@@ -35,7 +36,7 @@ async def admin_app(tmp_path: Path, llm: FakeLLM, channel: MemoryChannel) -> Asy
 async def api(admin_app: App) -> AsyncIterator[TestClient[Any, Any]]:
     admin = AdminApi(
         token=TOKEN,
-        ops=admin_app.proactive_ops,
+        ops=admin_app.contributions.ops,
         stats=admin_app.stats,
         metrics=admin_app.metrics,
         audit=admin_app.audit,
@@ -110,8 +111,8 @@ async def test_http_external_trigger_is_deduplicated_and_goes_through_the_gate(
     blank = await api.post("/proactive/trigger", headers=AUTH, json={**body, "context": "  "})
     assert blank.status == 422
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Your deploy is out."})
-    assert admin_app.proactive_engine is not None
-    await admin_app.proactive_engine.tick()
+    assert admin_app.feature(ProactiveFeature).engine is not None
+    await admin_app.feature(ProactiveFeature).engine.tick()
     state = await admin_app.vault.scalar(
         "SELECT status FROM proactive_triggers WHERE id = ?", (trigger_id,)
     )
@@ -132,8 +133,8 @@ async def test_http_execute_goes_through_the_gate(
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "How was the exam?"})
     ran = await api.post("/proactive/execute", headers=AUTH, json={"id": intent_id})
     assert (await ran.json())["status"] == "due"
-    assert admin_app.proactive_engine is not None
-    await admin_app.proactive_engine.tick()  # what the woken engine does next
+    assert admin_app.feature(ProactiveFeature).engine is not None
+    await admin_app.feature(ProactiveFeature).engine.tick()  # what the woken engine does next
     assert await status(admin_app, intent_id) == "sent"
     assert channel.texts()[-1] == "How was the exam?"
     assert llm.requests[-1].purpose == "proactive_gate"
@@ -163,8 +164,8 @@ async def test_admin_chat_subcommands(admin_app: App, llm: FakeLLM, channel: Mem
     llm.enqueue_tool("proactive_decision", {"action": "skip", "reason": "too soon"})
     await say(admin_app, "/admin fire 1", "boss")
     assert channel.texts()[-1].startswith("Follow-up #1 runs now")
-    assert admin_app.proactive_engine is not None
-    await admin_app.proactive_engine.tick()
+    assert admin_app.feature(ProactiveFeature).engine is not None
+    await admin_app.feature(ProactiveFeature).engine.tick()
     assert await status(admin_app, 1) == "skipped"
     await say(admin_app, "/admin cancel 1", "boss")
     assert "is skipped, not pending" in channel.texts()[-1]
@@ -188,6 +189,6 @@ async def test_admin_fires_a_follow_up_of_their_own_chat_without_deadlock(
     # not wait for the execution inside the turn (it did, and the chat hung forever).
     await asyncio.wait_for(say(admin_app, "/admin fire 1", "boss"), timeout=10)
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Backup OK?"})
-    assert admin_app.proactive_engine is not None
-    await asyncio.wait_for(admin_app.proactive_engine.tick(), timeout=10)
+    assert admin_app.feature(ProactiveFeature).engine is not None
+    await asyncio.wait_for(admin_app.feature(ProactiveFeature).engine.tick(), timeout=10)
     assert channel.texts()[-1] == "Backup OK?"

@@ -10,6 +10,7 @@ import pytest
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.llm import ToolResult
+from proactive.feature import ProactiveFeature
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
@@ -38,7 +39,7 @@ async def test_model_registers_and_lists_a_follow_up(app: App, llm: FakeLLM) -> 
     llm.enqueue_text("Good luck with it!")
     await say(app, "I'll fix that server tomorrow")
     assert "Registered #1" in last_tool_result(llm).content
-    pending = await app.proactive_store.pending_intents(1)
+    pending = await app.feature(ProactiveFeature).store.pending_intents(1)
     assert [(i.what, i.kind, i.confidence) for i in pending] == [
         ("ask about the server fix", "ai", 0.8)
     ]
@@ -60,7 +61,7 @@ async def test_a_chat_cannot_cancel_another_users_intent(app: App, llm: FakeLLM)
     result = last_tool_result(llm)
     assert result.is_error
     assert "no pending follow-up #1" in result.content
-    assert len(await app.proactive_store.pending_intents(1)) == 1
+    assert len(await app.feature(ProactiveFeature).store.pending_intents(1)) == 1
     # Mallory's command can't either, and sees a clear error.
     await say(app, "/cancel 1", user="mallory")
 
@@ -85,7 +86,7 @@ async def test_bad_intent_arguments_are_tool_errors(
     llm.enqueue_text("sorry")
     await say(app, "remind me")
     assert last_tool_result(llm).is_error
-    assert await app.proactive_store.pending_intents(1) == []
+    assert await app.feature(ProactiveFeature).store.pending_intents(1) == []
 
 
 async def test_admin_tools_are_not_offered_to_users(app: App, llm: FakeLLM) -> None:
@@ -140,8 +141,8 @@ async def test_followups_cancel_and_why_after_a_send(
     assert channel.texts()[-1] == "Cancelled follow-up #2."
     clock.advance(31 * 60)
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Did the deploy work?"})
-    assert app.proactive_engine is not None
-    await app.proactive_engine.tick()
+    assert app.feature(ProactiveFeature).engine is not None
+    await app.feature(ProactiveFeature).engine.tick()
     assert channel.texts()[-1] == "Did the deploy work?"
     gate = llm.requests[-1]
     assert (gate.purpose, gate.tool_choice) == ("proactive_gate", "proactive_decision")
@@ -158,13 +159,13 @@ async def test_engagement_is_marked_when_the_user_writes_within_24h(app: App, ll
     await say(app, "later")
     clock.advance(6 * 60)
     llm.enqueue_tool("proactive_decision", {"action": "send", "message": "ping"})
-    assert app.proactive_engine is not None
-    await app.proactive_engine.tick()
+    assert app.feature(ProactiveFeature).engine is not None
+    await app.feature(ProactiveFeature).engine.tick()
     await say(app, "/why")  # a command is not engagement
-    assert await app.proactive_log.engagement_rate(1, app.clock.now_ms()) == 0.0
+    assert await app.feature(ProactiveFeature).log.engagement_rate(1, app.clock.now_ms()) == 0.0
     clock.advance(3600)
     await say(app, "oh thanks!")
-    assert await app.proactive_log.engagement_rate(1, app.clock.now_ms()) == 1.0
+    assert await app.feature(ProactiveFeature).log.engagement_rate(1, app.clock.now_ms()) == 1.0
     engaged = await app.vault.fetchone("SELECT engaged, engaged_at FROM proactive_log")
     assert engaged is not None
     assert tuple(engaged) == (1, app.clock.now_ms())
@@ -173,8 +174,8 @@ async def test_engagement_is_marked_when_the_user_writes_within_24h(app: App, ll
 async def test_disabled_engine_registers_no_tools_and_no_background(tmp_path: Path) -> None:
     config = make_config(tmp_path, proactive={"enabled": False})
     async with app_with(config, MemoryChannel(), FakeLLM()) as app:  # fmt: skip
-        assert app.proactive_engine is None
-        assert app.background == []
+        assert app.feature(ProactiveFeature).engine is None
+        assert app.contributions.jobs == []
         assert "proactive" in app.commands.names()
 
 
@@ -184,7 +185,7 @@ async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
     clock = ManualClock()
     clock.advance(12 * 3600)
     async with app_with(config, channel, llm, clock=clock) as app:  # fmt: skip
-        assert app.proactive_engine is not None
+        assert app.feature(ProactiveFeature).engine is not None
         llm.enqueue_tool("proactive_intent", {"what": "later", "delay_minutes": 600})
         llm.enqueue_text("ok")
         await say(app, "remind me much later")
@@ -197,12 +198,12 @@ async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
         await say(app, "run follow-up 1 now", user="boss")
         assert "runs at the next tick" in last_tool_result(llm).content
         llm.enqueue_tool("proactive_decision", {"action": "send", "message": "Now, as asked."})
-        assert (await app.proactive_engine.tick()).outcomes == {"sent": 1}
+        assert (await app.feature(ProactiveFeature).engine.tick()).outcomes == {"sent": 1}
         llm.enqueue_tool("proactive_engage", {"id": 1})
         llm.enqueue_text("marked")
         await say(app, "mark it engaged", user="boss")
         assert not last_tool_result(llm).is_error
-        assert await app.proactive_log.engagement_rate(1, clock.now_ms()) == 1.0
+        assert await app.feature(ProactiveFeature).log.engagement_rate(1, clock.now_ms()) == 1.0
         llm.enqueue_tool("proactive_scan", {})
         llm.enqueue_text("scanned")
         await say(app, "scan", user="boss")
@@ -215,7 +216,9 @@ async def test_a_replayed_registration_adds_no_second_follow_up(app: App, llm: F
         llm.enqueue_text("ok")
         await say(app, "I'll fix it tomorrow")
     assert "Already registered as #1" in last_tool_result(llm).content
-    assert [i.what for i in await app.proactive_store.pending_intents(1)] == ["ask about the fix"]
+    assert [i.what for i in await app.feature(ProactiveFeature).store.pending_intents(1)] == [
+        "ask about the fix"
+    ]
     llm.enqueue_tool(
         "proactive_intent",
         {"what": "ask about the fix", "delay_minutes": 60},

@@ -1,5 +1,6 @@
 """Read-only queries for the admin surface: pending follow-ups and triggers across users,
-outcome counts for stats and metrics, and resolving user and chat keys to their rows."""
+outcome counts for stats and metrics, and resolving user and chat keys to their rows (and a
+user's time zone, for the quota)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ class ProactiveAdminQueries:
             "SELECT id FROM users WHERE channel = ? AND user_id = ?", (channel, user_id)
         )
         return None if found is None else int(found)
+
+    async def user_timezone(self, user: int) -> str | None:
+        """The user's own zone (None: not set, or no such user)."""
+        found = await self.vault.scalar("SELECT timezone FROM users WHERE id = ?", (user,))
+        return None if found is None else str(found)
 
     async def chat_pk(self, key: str) -> int | None:
         channel, _, rest = key.partition(":")

@@ -1,14 +1,16 @@
 """Proactive items as the engine sees them: the row types and their SQL.
 
 An `Item` is an intent or a trigger joined with its chat and user (zone, settings, last seen),
-so one claim gives the engine everything the policy and the gate need. Split from
-`vault/proactive.py` (the store) to keep both modules small.
+so one claim gives the engine everything the policy and the gate need. `ItemStatus` is the
+lifecycle both tables share (the `status` column), defined here because the vault owns it.
+Split from `vault/proactive/store.py` (the store) to keep both modules small.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Literal
 
 from gateway.core.messages import ChatRef
@@ -16,7 +18,34 @@ from vault.db import Tx
 
 Source = Literal["intent", "trigger"]
 TABLES: dict[str, str] = {"intent": "proactive_intents", "trigger": "proactive_triggers"}
-TERMINAL = ("sent", "skipped", "expired", "cancelled", "failed", "uncertain")
+
+
+class ItemStatus(StrEnum):
+    """An intent's or trigger's state, as the `status` column stores it.
+
+    `pending` until it runs (a claim leases a pending row; it does not change its status),
+    `delivering` once its outbox row is written, then exactly one terminal state. The proactive
+    log's rows use the delivery part of it (`delivering`, `sent`, `failed`, `uncertain`).
+    """
+
+    PENDING = "pending"
+    DELIVERING = "delivering"
+    SENT = "sent"
+    SKIPPED = "skipped"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+
+
+TERMINAL = (
+    ItemStatus.SENT,
+    ItemStatus.SKIPPED,
+    ItemStatus.EXPIRED,
+    ItemStatus.CANCELLED,
+    ItemStatus.FAILED,
+    ItemStatus.UNCERTAIN,
+)
 TRIGGER_TYPES = ("dormant_user", "unanswered", "engagement_drop", "external")
 
 ITEM_SELECT = {
@@ -50,7 +79,7 @@ class Item:
     attempts: int
     deferrals: int
     claim: str | None
-    status: str
+    status: ItemStatus
     chat: ChatRef
     chat_unreachable: bool
     in_group: bool  # a group reads what is sent: nothing private of the user's goes into it
@@ -85,7 +114,7 @@ def item_from_row(row: Any) -> Item:
         attempts=row["attempts"],
         deferrals=row["deferrals"],
         claim=row["claim"],
-        status=row["status"],
+        status=ItemStatus(row["status"]),
         chat=ChatRef(
             channel=row["channel"], chat_id=row["chat_id"], thread_id=row["thread_id"] or None
         ),

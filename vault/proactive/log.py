@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vault.db import Vault
+from vault.proactive.items import ItemStatus
 from vault.proactive.tx import COUNTED
 
 ENGAGEMENT_WINDOW_MS = 24 * 3600 * 1000
@@ -27,7 +28,7 @@ class LastProactive:
     type: str
     source_id: int
     sent_at: int
-    status: str
+    status: ItemStatus
     engaged: bool
     what: str
     why: str
@@ -172,7 +173,7 @@ class ProactiveLog:
             type=row[1],
             source_id=row[2],
             sent_at=row[3],
-            status=row[4],
+            status=ItemStatus(row[4]),
             engaged=bool(row[5]),
             what=row[6] or "",
             why=row[7] or "",

@@ -6,7 +6,7 @@ never hold the same row; it stamps a `claim` token and a lease, and every later 
 row is guarded by the token — a run whose lease expired (a crash, a hang) and was taken over
 can no longer write. `begin_delivery` writes the outbox row, the log row and the `delivering`
 state in one transaction *before* the send, so a crash can never lead to a second send.
-The engine's hot transactions are synchronous bodies (`vault/proactive_tx.py`) run with
+The engine's hot transactions are synchronous bodies (`vault/proactive/tx.py`) run with
 `Vault.run`: one worker-thread hop per transaction instead of one per statement.
 """
 
@@ -25,6 +25,7 @@ from vault.proactive.items import (
     TRIGGER_TYPES,
     Delivering,
     Item,
+    ItemStatus,
     LostClaim,
     QuotaCheck,
     Source,
@@ -47,6 +48,7 @@ __all__ = [
     "TRIGGER_TYPES",
     "Delivering",
     "Item",
+    "ItemStatus",
     "LostClaim",
     "ProactiveStore",
     "QuotaCheck",
@@ -175,9 +177,14 @@ class ProactiveStore:
         )
         return None if value is None else int(value)
 
-    async def finish(self, item: Item, status: str, reason: str, now_ms: int) -> bool:
+    async def finish(self, item: Item, status: ItemStatus, reason: str, now_ms: int) -> bool:
         """A terminal state straight from the claim (expired, skipped, failed before a send)."""
-        assert status in ("skipped", "expired", "cancelled", "failed")
+        assert status in (
+            ItemStatus.SKIPPED,
+            ItemStatus.EXPIRED,
+            ItemStatus.CANCELLED,
+            ItemStatus.FAILED,
+        )
         return await self.vault.run(lambda raw: finish_in(raw, item, status, reason, now_ms))
 
     async def reschedule(
@@ -196,10 +203,10 @@ class ProactiveStore:
         )
 
     async def complete_delivery(
-        self, item: Item, status: str, reason: str, text: str, now_ms: int
+        self, item: Item, status: ItemStatus, reason: str, text: str, now_ms: int
     ) -> bool:
         """Terminal state of a `delivering` row; a (possibly) delivered text joins the chat."""
-        assert status in ("sent", "failed", "uncertain")
+        assert status in (ItemStatus.SENT, ItemStatus.FAILED, ItemStatus.UNCERTAIN)
         return await self.vault.run(
             lambda raw: complete_in(raw, item, status, reason, text, now_ms)
         )

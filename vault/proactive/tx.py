@@ -2,8 +2,9 @@
 
 Each function here runs on the writer's worker thread inside one `BEGIN IMMEDIATE … COMMIT`
 (one thread hop for the whole transaction instead of one per statement). The semantics are
-those documented in `vault/proactive.py`: every change of a claimed row is guarded by its claim
-token, and the outbox row, the log row and `delivering` are written together before the send.
+those documented in `vault/proactive/store.py`: every change of a claimed row is guarded by
+its claim token, and the outbox row, the log row and `delivering` are written together before
+the send.
 `complete_in` is also what the delivery runs in the transaction that marks the outbox row
 `sent`, so a delivered message, its terminal state and its assistant turn commit together.
 """
@@ -14,7 +15,7 @@ import sqlite3
 
 from gateway.core.messages import Outbound
 from vault.conversations import insert_message, open_session
-from vault.proactive.items import TABLES, Item, LostClaim, QuotaCheck
+from vault.proactive.items import TABLES, Item, ItemStatus, LostClaim, QuotaCheck
 
 COUNTED = "('delivering', 'sent', 'uncertain')"
 
@@ -56,7 +57,9 @@ def expire_stale_in(raw: sqlite3.Connection, *, now_ms: int, cutoff_ms: int) -> 
     return total
 
 
-def finish_in(raw: sqlite3.Connection, item: Item, status: str, reason: str, now_ms: int) -> bool:
+def finish_in(
+    raw: sqlite3.Connection, item: Item, status: ItemStatus, reason: str, now_ms: int
+) -> bool:
     changed = raw.execute(
         f"""UPDATE {TABLES[item.source]} SET status = ?, reason = ?, finished_at = ?,
                lease_until = NULL
@@ -171,7 +174,7 @@ def begin_delivery_in(
 
 
 def complete_in(
-    raw: sqlite3.Connection, item: Item, status: str, reason: str, text: str, now_ms: int
+    raw: sqlite3.Connection, item: Item, status: ItemStatus, reason: str, text: str, now_ms: int
 ) -> bool:
     """Terminal state of a `delivering` row; a (possibly) delivered text joins the chat."""
     changed = raw.execute(
@@ -186,7 +189,7 @@ def complete_in(
         "UPDATE proactive_log SET status = ? WHERE type = ? AND source_id = ?",
         (status, item.source, item.id),
     )
-    if status != "failed":
+    if status is not ItemStatus.FAILED:
         session = open_session(raw, item.chat_pk, now_ms)
         insert_message(
             raw, session=session["id"], chat=item.chat_pk, user=None, role="assistant",

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlencode
 
 import pytest
+from slack_sdk.errors import SlackApiError
 
 from channels.slack import SlackChannel
 from gateway.core.errors import (
@@ -194,9 +195,12 @@ async def test_post_errors_map_into_the_tree(fake: FakeSlackAPI) -> None:
 
 async def test_invalid_bot_token_is_fatal(fake: FakeSlackAPI) -> None:
     fake.auth_error = "invalid_auth"
+    channel = make_channel(fake)
     with pytest.raises(FatalChannelError) as caught:
-        await make_channel(fake).run(Inbox())
+        await channel.run(Inbox())
     assert BOT_TOKEN not in str(caught.value)
+    assert isinstance(caught.value.__cause__, SlackApiError)
+    assert "SLACK_BOT_TOKEN" in channel.health().detail
 
 
 @pytest.mark.parametrize(

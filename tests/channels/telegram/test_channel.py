@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import respx
+from telegram.error import InvalidToken
 
 from channels.telegram.channel import TelegramChannel
 from gateway.core.errors import (
@@ -133,7 +134,10 @@ async def test_invalid_token_is_fatal(api: FakeBotAPI, tg: TelegramChannel) -> N
     with pytest.raises(FatalChannelError) as caught:
         await tg.run(Inbox())
     assert TOKEN not in str(caught.value)
-    assert not tg.health().connected
+    assert isinstance(caught.value.__cause__, InvalidToken)
+    health = tg.health()
+    assert not health.connected
+    assert "TELEGRAM_BOT_TOKEN" in health.detail
 
 
 async def test_polling_hands_updates_over_in_order(api: FakeBotAPI, tg: TelegramChannel) -> None:

@@ -12,9 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 import gateway.admin.api as admin_api
 from gateway.admin.api import AdminApi, token_matches
-from gateway.admin.schema import IntentRequest, TriggerRequest
 from gateway.app.app import App
-from gateway.core.admin_ops import JSON
+from gateway.core.admin_ops import JSON, NewIntent, NewTrigger
 from gateway.core.errors import NotFound, WrongState
 from tests.prom import check_histograms, parse
 
@@ -27,15 +26,15 @@ class FakeOps:
     """Scripted engine answers; records the validated requests it was given."""
 
     def __init__(self) -> None:
-        self.registered: list[IntentRequest] = []
+        self.registered: list[NewIntent] = []
 
-    async def register(self, request: IntentRequest, *, now_ms: int) -> JSON:
+    async def register(self, request: NewIntent, *, now_ms: int) -> JSON:
         if request.user == "telegram:unknown":
             raise NotFound("no such user: telegram:unknown")
         self.registered.append(request)
         return {"id": 1, "status": "pending"}
 
-    async def trigger(self, request: TriggerRequest, *, now_ms: int) -> JSON:
+    async def trigger(self, request: NewTrigger, *, now_ms: int) -> JSON:
         return {"id": 2, "type": "external", "status": "pending"}
 
     async def cancel(self, item_id: int, *, now_ms: int) -> JSON:

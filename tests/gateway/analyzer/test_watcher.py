@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from gateway.analyzer.feature import AnalyzerFeature, format_suggestion
 from gateway.analyzer.watcher import WatchState
 from gateway.app.app import App
 from gateway.app.config import Config
 from gateway.core.clock import ManualClock
 from gateway.core.errors import ModelRejected
 from gateway.core.llm import LLMRequest, LLMResponse, TextPart
-from gateway.turns.steps import format_suggestion
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from vault.analyzer import SuggestionCounts
@@ -153,7 +153,7 @@ async def test_state_survives_a_restart(tmp_path: Path) -> None:
 async def test_disabled_analyzer_adds_nothing(tmp_path: Path) -> None:
     app, channel, _ = await open_app(make_config(tmp_path, analyzer={"enabled": False}))
     try:
-        assert app.analyzer is None
+        assert app.feature(AnalyzerFeature).watcher is None
         for text in [*ON_TOPIC, SHIFT]:
             await app.router.submit(inbound(text))
         assert all(tip_of(t) is None for t in channel.texts())

@@ -1,239 +1,253 @@
+"""The router on its own: plain steps, a replier that only takes notes, no app and no vault.
+
+What is tested here is what the router owns: the chain runs in order, a chat's turns run one
+at a time while chats run side by side, the concurrency limit, drain, and the error handler's
+notices (the fixed apology, never an exception's text, and nothing for a turn the auth step
+did not admit). The pipeline's behaviour through the whole app is in `test_steps.py`.
+"""
+
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import logging
 
 import pytest
 
-from gateway.app.app import App
 from gateway.core.clock import ManualClock
-from gateway.core.errors import ModelRejected, ModelUnavailable, VaultError
-from gateway.core.llm import LLMRequest, LLMResponse
-from gateway.core.messages import ChatKind
-from gateway.turns.router import APOLOGY, MODEL_DOWN
-from tests.conftest import app_with, make_config
-from tests.fakes import FakeLLM, MemoryChannel, inbound
+from gateway.core.errors import (
+    DeliveryPermanent,
+    ModelNotConfigured,
+    ModelUnavailable,
+    UserInputError,
+)
+from gateway.core.messages import OutboundKind
+from gateway.core.metrics import Metrics
+from gateway.turns.commands import Hint
+from gateway.turns.delivery import DeliveryResult, DeliveryStatus
+from gateway.turns.replies import Replier
+from gateway.turns.router import APOLOGY, MODEL_DOWN, NO_MODEL, Router
+from gateway.turns.turn import Next, Step, Turn
+from tests.fakes import inbound
 
 
-async def user_texts(app: App, chat: str = "c1") -> list[str]:
-    rows = await app.vault.fetchall(
-        """SELECT m.text FROM messages m JOIN chats c ON c.id = m.chat
-           WHERE c.chat_id = ? AND m.role = 'user' ORDER BY m.id""",
-        (chat,),
+class Notes(Replier):
+    """A `Replier` that writes down what it is asked to send instead of delivering it."""
+
+    def __init__(self, *, failing: bool = False) -> None:  # no delivery, vault or channel
+        self.sent: list[tuple[str, str, str, OutboundKind]] = []  # (chat key, text, kind, out)
+        self.failing = failing
+
+    def hint_for(self, channel: str) -> Hint:
+        return lambda command: f"{channel}!{command}"
+
+    async def send(
+        self,
+        turn: Turn,
+        text: str,
+        *,
+        kind: str = "chat",
+        out_kind: OutboundKind = OutboundKind.REPLY,
+    ) -> DeliveryResult:
+        if self.failing:
+            raise DeliveryPermanent("the channel refused it")
+        self.sent.append((turn.inbound.chat.key, text, kind, out_kind))
+        return DeliveryResult(DeliveryStatus.SENT, len(self.sent))
+
+    def texts(self) -> list[str]:
+        return [text for _, text, _, _ in self.sent]
+
+
+def router(
+    *steps: Step, notes: Notes | None = None, max_concurrency: int = 32, drain_timeout_s: float = 10
+) -> Router:
+    return Router(
+        steps=steps,
+        replier=notes or Notes(),
+        clock=ManualClock(),
+        max_concurrency=max_concurrency,
+        drain_timeout_s=drain_timeout_s,
     )
-    return [r[0] for r in rows]
 
 
-async def test_one_chat_is_strictly_in_order_while_chats_run_concurrently(
-    app: App, llm: FakeLLM, channel: MemoryChannel
-) -> None:
+async def admit(turn: Turn, nxt: Next) -> None:
+    """The auth step's part the router cares about: the turn is admitted."""
+    turn.authorized = True
+    await nxt(turn)
+
+
+def failing(exc: Exception) -> Step:
+    async def fail(turn: Turn, nxt: Next) -> None:
+        raise exc
+
+    return fail
+
+
+async def test_steps_run_in_order_on_a_turn_stamped_with_the_clock() -> None:
+    clock = ManualClock(start_ms=5_000)
+    metrics = Metrics()
+    seen: list[tuple[str, int]] = []
+
+    def step(name: str, *, stop: bool = False) -> Step:
+        async def run(turn: Turn, nxt: Next) -> None:
+            seen.append((name, turn.now_ms))
+            if not stop:
+                await nxt(turn)
+            seen.append((f"/{name}", turn.now_ms))
+
+        return run
+
+    async with Router(
+        steps=[step("a"), step("b", stop=True), step("never")],
+        replier=Notes(),
+        clock=clock,
+        metrics=metrics,
+    ) as r:
+        await r.submit(inbound("hi"))
+    assert seen == [("a", 5_000), ("b", 5_000), ("/b", 5_000), ("/a", 5_000)]
+    assert metrics.inbound.values == {("memory",): 1.0}
+
+
+async def test_a_chat_runs_strictly_in_order_while_other_chats_run_alongside() -> None:
     release = asyncio.Event()
-    b_started = asyncio.Event()
     started: list[str] = []
+    finished: list[str] = []
 
-    class Gated(FakeLLM):
-        async def complete(self, request: LLMRequest) -> LLMResponse:
-            text = request.messages[-1].parts[0].text  # type: ignore[union-attr]
-            started.append(text)
-            if text == "b1":
-                b_started.set()
-            if text == "a1":
-                await release.wait()
-            return await super().complete(request)
+    async def step(turn: Turn, nxt: Next) -> None:
+        started.append(turn.inbound.text)
+        if turn.inbound.text == "a1":
+            await release.wait()
+        finished.append(turn.inbound.text)
 
-    app.agent.llm = gated = Gated()
-    gated.default = "r"
-    tasks = [app.router.submit(inbound(t, chat=t[0])) for t in ("a1", "a2", "b1", "a3")]
-    # b1 (another chat) finishes while a1 is blocked; a2 and a3 wait behind a1.
-    await b_started.wait()
-    await tasks[2]
-    assert "a2" not in started
-    release.set()
-    await asyncio.gather(*tasks)
-    assert [s for s in started if s.startswith("a")] == ["a1", "a2", "a3"]
-    assert await user_texts(app, "a") == ["a1", "a2", "a3"]
+    async with router(step) as r:
+        tasks = [r.submit(inbound(t, chat=t[0])) for t in ("a1", "a2", "b1", "a3")]
+        await tasks[2]  # b1, in another chat, is done while a1 holds chat a
+        assert started == ["a1", "b1"]
+        release.set()
+        await asyncio.gather(*tasks)
+    assert started == ["a1", "b1", "a2", "a3"]
+    assert finished == ["b1", "a1", "a2", "a3"]
 
 
-async def test_redelivered_message_is_handled_once(app: App, channel: MemoryChannel) -> None:
-    first = inbound("hi", message_id="42")
-    await app.router.submit(first)
-    await app.router.submit(inbound("hi", message_id="42"))
-    assert len(channel.sent) == 1
-    assert await user_texts(app) == ["hi"]
+async def test_the_concurrency_limit_bounds_turns_across_chats() -> None:
+    chats = ("x", "y", "z")
+    entered = {chat: asyncio.Event() for chat in chats}
+    leave = {chat: asyncio.Event() for chat in chats}
+    running: set[str] = set()
+
+    async def step(turn: Turn, nxt: Next) -> None:
+        chat = turn.inbound.chat.chat_id
+        running.add(chat)
+        entered[chat].set()
+        await leave[chat].wait()
+        running.discard(chat)
+
+    async with router(step, max_concurrency=2) as r:
+        tasks = [r.submit(inbound("hi", chat=chat)) for chat in chats]
+        await entered["x"].wait()
+        await entered["y"].wait()
+        assert running == {"x", "y"}  # z has a chat of its own but no slot
+        leave["x"].set()
+        await tasks[0]
+        await entered["z"].wait()
+        assert running == {"y", "z"}
+        leave["y"].set()
+        leave["z"].set()
+        await asyncio.gather(*tasks)
+    assert running == set()
 
 
-async def test_extra_dedupe_keys_catch_the_same_event_under_another_id(
-    app: App, channel: MemoryChannel
-) -> None:
-    from dataclasses import replace
-
-    await app.router.submit(replace(inbound("x", message_id="1"), dedupe_keys=("ts:C1:100",)))
-    await app.router.submit(replace(inbound("x", message_id="2"), dedupe_keys=("ts:C1:100",)))
-    assert len(channel.sent) == 1
-
-
-async def test_not_allowed_user_gets_no_model_reply_and_one_notice_a_day(
-    tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
-) -> None:
-    config = make_config(tmp_path, auth={"allow": ["memory:friend"]})
-    clock = ManualClock()
-    async with app_with(config, channel, llm, clock=clock) as app:
-        await app.router.submit(inbound("hello", user="stranger"))
-        await app.router.submit(inbound("hello again", user="stranger"))
-        assert llm.requests == []
-        assert len(channel.sent) == 1
-        assert "memory:stranger" in channel.sent[0].text
-        assert await user_texts(app) == []  # strangers' words are not stored
-        clock.advance(24 * 3600)
-        await app.router.submit(inbound("next day", user="stranger"))
-        assert len(channel.sent) == 2
-        await app.router.submit(inbound("hi", user="friend", chat="c2"))
-        assert len(llm.requests) == 1
-
-
-async def test_groups_answer_only_when_addressed_and_strangers_get_silence(
-    tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
-) -> None:
-    config = make_config(tmp_path, auth={"allow": ["memory:friend"]})
-    async with app_with(config, channel, llm) as app:
-        group = {"kind": ChatKind.GROUP, "chat": "g1"}
-        await app.router.submit(inbound("chatter", user="friend", **group))  # type: ignore[arg-type]
-        await app.router.submit(inbound("@iris hi", user="stranger", mentioned=True, **group))  # type: ignore[arg-type]
-        assert channel.sent == [] and llm.requests == []
-        await app.router.submit(inbound("@iris hi", user="friend", mentioned=True, **group))  # type: ignore[arg-type]
-        assert len(channel.sent) == 1 and len(llm.requests) == 1
-
-
-async def test_admins_are_allowed_even_with_an_empty_allow_list(
-    tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
-) -> None:
-    config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": []})
-    async with app_with(config, channel, llm) as app:
-        await app.router.submit(inbound("hi", user="boss"))
-        await app.router.submit(inbound("hi", user="other", chat="c2"))
-    assert len(llm.requests) == 1
-
-
-async def test_model_outage_apologises_and_keeps_the_message(
-    app: App, llm: FakeLLM, channel: MemoryChannel
-) -> None:
-    llm.enqueue_error(ModelUnavailable("model API unavailable (HTTP 529)"))
-    await app.router.submit(inbound("are you there?"))
-    assert channel.texts() == [MODEL_DOWN]
-    assert await user_texts(app) == ["are you there?"]
-    # the failed call is recorded, and the next message works again
-    llm.enqueue_text("back")
-    await app.router.submit(inbound("now?"))
-    assert channel.texts()[-1] == "back"
-
-
-async def test_unexpected_error_gets_the_fixed_apology_never_the_exception_text(
-    app: App, llm: FakeLLM, channel: MemoryChannel
-) -> None:
-    llm.enqueue_error(ModelRejected("secret internal detail"))
-    await app.router.submit(inbound("hi"))
-
-    def explode(request: LLMRequest) -> LLMResponse:
-        raise KeyError("internal-key-name")
-
-    llm.enqueue_fn(explode)
-    await app.router.submit(inbound("again"))
-    assert channel.texts() == [APOLOGY, APOLOGY]
-    assert await user_texts(app) == ["hi", "again"]
-
-
-async def test_no_model_configured_gives_a_clear_notice_and_commands_still_work(
-    tmp_path: Path, channel: MemoryChannel
-) -> None:
-    async with app_with(make_config(tmp_path), channel, None) as app:
-        await app.router.submit(inbound("hello"))
-        await app.router.submit(inbound("/help"))
-        assert "ANTHROPIC_API_KEY" in channel.texts()[0]
-        assert channel.texts()[1].startswith("Commands:")
-        assert await user_texts(app) == ["hello", "/help"]
-
-
-async def test_empty_and_oversized_messages(
-    tmp_path: Path, llm: FakeLLM, channel: MemoryChannel
-) -> None:
-    config = make_config(tmp_path, router={"max_message_chars": 10})
-    async with app_with(config, channel, llm) as app:
-        await app.router.submit(inbound("   "))
-        await app.router.submit(inbound("x" * 11))
-        assert llm.requests == []
-        assert "empty message" in channel.texts()[0]
-        assert "too long (11 characters; the limit is 10)" in channel.texts()[1]
-        assert await user_texts(app) == ["x" * 11]  # saved, not answered
-
-
-async def test_drain_waits_for_in_flight_turns_and_refuses_new_ones(
-    app: App, llm: FakeLLM, channel: MemoryChannel
-) -> None:
+async def test_drain_refuses_new_turns_and_waits_for_those_in_flight() -> None:
+    entered = asyncio.Event()
     gate = asyncio.Event()
+    seen: list[str] = []
 
-    class Slow(FakeLLM):
-        async def complete(self, request: LLMRequest) -> LLMResponse:
-            await gate.wait()
-            return await super().complete(request)
+    async def step(turn: Turn, nxt: Next) -> None:
+        seen.append(turn.inbound.text)
+        entered.set()
+        await gate.wait()
 
-    app.agent.llm = Slow()
-    task = app.router.submit(inbound("slow"))
-    draining = asyncio.create_task(app.router.drain())
-    await asyncio.sleep(0)
-    assert not draining.done()
-    await app.router.submit(inbound("late"))  # refused: resolves at once, nothing sent
+    r = router(step)
+    task = r.submit(inbound("slow"))
+    await entered.wait()
+    draining_started = asyncio.Event()
+
+    async def drain() -> None:
+        draining_started.set()
+        await r.drain()  # closes intake before its first suspension
+
+    draining = asyncio.create_task(drain())
+    await draining_started.wait()
+    late = r.submit(inbound("late"))
+    assert late.done()  # refused at once
+    assert not draining.done() and r.in_flight == 1
     gate.set()
     await draining
-    assert task.done()
-    assert channel.texts() == ["ok"]
+    assert task.done() and not task.cancelled()
+    assert seen == ["slow"]
+    assert r.in_flight == 0
 
 
-async def test_drain_deadline_cancels_stuck_turns(tmp_path: Path, channel: MemoryChannel) -> None:
-    class Stuck(FakeLLM):
-        async def complete(self, request: LLMRequest) -> LLMResponse:
+async def test_drain_cancels_turns_still_running_at_its_deadline() -> None:
+    entered = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def stuck(turn: Turn, nxt: Next) -> None:
+        entered.set()
+        try:
             await asyncio.Event().wait()
-            raise AssertionError
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
-    config = make_config(tmp_path, router={"drain_timeout_s": 0.01})
-    async with app_with(config, channel, Stuck()) as app:
-        task = app.router.submit(inbound("stuck"))
-        await app.router.drain()
-        assert task.cancelled()
-        assert await user_texts(app) == ["stuck"]
+    notes = Notes()
+    r = router(admit, stuck, notes=notes, drain_timeout_s=0.0)
+    task = r.submit(inbound("stuck"))
+    await entered.wait()
+    await r.drain()
+    assert task.cancelled() and cancelled.is_set()
+    assert notes.sent == []  # a cancelled turn is not an error: no apology
 
 
-async def test_a_failed_recording_does_not_swallow_the_redelivery(
-    app: App, llm: FakeLLM, channel: MemoryChannel, monkeypatch: pytest.MonkeyPatch
+async def test_an_unexpected_error_gets_the_fixed_apology_never_its_text() -> None:
+    notes = Notes()
+    async with router(admit, failing(KeyError("internal-key-name")), notes=notes) as r:
+        await r.submit(inbound("hi"))
+    assert notes.sent == [("memory:c1", APOLOGY, "notice", OutboundKind.NOTICE)]
+
+
+@pytest.mark.parametrize(
+    ("error", "notice"),
+    [
+        (UserInputError("That date is in the past."), "That date is in the past."),
+        (ModelUnavailable("HTTP 529 from upstream"), MODEL_DOWN),
+        (ModelNotConfigured("no key"), NO_MODEL.format(help="memory!help")),
+    ],
+)
+async def test_known_errors_get_their_own_notice(error: Exception, notice: str) -> None:
+    notes = Notes()
+    async with router(admit, failing(error), notes=notes) as r:
+        await r.submit(inbound("hi"))
+    assert notes.texts() == [notice]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("boom"), UserInputError("bad"), ModelUnavailable("down"), ModelNotConfigured()],
+)
+async def test_a_turn_the_auth_step_did_not_admit_gets_no_error_notice(error: Exception) -> None:
+    notes = Notes()
+    async with router(failing(error), notes=notes) as r:
+        await r.submit(inbound("hi"))
+    assert notes.sent == []
+
+
+async def test_a_notice_that_cannot_be_sent_is_logged_and_the_turn_still_ends(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import vault.conversations as conversations
-
-    real = conversations.insert_message
-    calls = 0
-
-    def flaky(*args: object, **kwargs: object) -> int:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise VaultError("disk I/O error")
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(conversations, "insert_message", flaky)
-    await app.router.submit(inbound("important", message_id="7"))
-    assert channel.texts() == [APOLOGY]
-    await app.router.submit(inbound("important", message_id="7"))  # the platform redelivers
-    assert channel.texts() == [APOLOGY, "ok"]
-    assert await user_texts(app) == ["important"]
-
-
-async def test_writing_again_makes_an_unreachable_chat_reachable(
-    app: App, channel: MemoryChannel
-) -> None:
-    from gateway.core.errors import ChatUnreachable
-
-    channel.fail_with.append(ChatUnreachable("blocked"))
-    await app.router.submit(inbound("hi"))
-    query = "SELECT unreachable_ms FROM chats WHERE chat_id = 'c1'"
-    assert await app.vault.scalar(query) is not None
-    await app.router.submit(inbound("I unblocked you"))
-    assert await app.vault.scalar(query) is None
-    assert channel.texts() == ["ok"]
+    async with router(admit, failing(RuntimeError("boom")), notes=Notes(failing=True)) as r:
+        with caplog.at_level(logging.ERROR, logger="gateway.turns.router"):
+            await r.submit(inbound("hi"))
+            await r.submit(inbound("again"))  # the chat is not left locked
+    assert [rec.message for rec in caplog.records].count(
+        "could not send the error notice to memory:c1"
+    ) == 2

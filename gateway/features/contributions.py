@@ -1,0 +1,146 @@
+"""What a feature may add to Iris, and what it may use: the feature seam.
+
+A feature is an object with a `name` and `contribute(c)`. The composition root
+(`gateway/app/app.py`) builds the core (vault, stores, agent, delivery, chat locks), hands
+every feature one `Contributions`, and then applies what they registered, in one visible place:
+
+- `command` — slash commands (`gateway/turns/commands.py`);
+- `tool` — model tools (`gateway/agent/tools.py`), scoped by the gateway;
+- `provider` — context providers for the pipeline (`gateway/agent/context.py`);
+- `record_hook` — SQL run in the transaction that records an inbound message;
+- `turn_hook` — side effects of a user writing, after recording (commands included);
+- `step` — turn steps, run after commands and before the agent, in feature order;
+- `background` — long-lived jobs run under the app's task group until shutdown;
+- `admin` — `/admin` subcommands; `proactive_ops` — the engine's admin API operations;
+- `route` — HTTP routes on the app's server; `gauge` — `/metrics` gauges read at scrape time;
+- `stats` — a section of `/admin stats` and `GET /stats`.
+
+Nothing here writes attributes of `App`: a feature keeps what it built on itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.agent.context import Provider
+from gateway.agent.tools import Tool
+from gateway.core.admin_ops import ProactiveOps
+from gateway.core.llm import LLMRequest, LLMResponse
+from gateway.core.metrics import GaugeReader, Metrics
+from gateway.core.ports import Clock, WebRoute
+from gateway.turns.commands import Command, CommandCall, Hint
+from gateway.turns.delivery import Delivery
+from gateway.turns.locks import ChatLocks
+from gateway.turns.turn import Step, TurnHook
+from vault.conversations import Conversations, RecordHook
+from vault.db import Vault
+from vault.memories import Memories
+
+BackgroundJob = Callable[[], Coroutine[Any, Any, None]]
+# A contributed stats section: since_ms -> JSON-able figures.
+StatsSection = Callable[[int], Awaitable[dict[str, Any]]]
+AdminHandler = Callable[[CommandCall, str], Awaitable[str]]
+# `Agent.call`: one recorded model call for a chat key (raises ModelNotConfigured without one).
+ModelCall = Callable[[LLMRequest, str | None], Awaitable[LLMResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSub:
+    """`/admin <name> <args>`: the handler gets the call and the text after the name."""
+
+    name: str
+    usage: str
+    summary: str
+    handler: AdminHandler
+
+
+@dataclass(frozen=True, slots=True)
+class Gauge:
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    read: GaugeReader
+    kind: str = "gauge"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Services:
+    """The core pieces a feature may use; built once by the composition root."""
+
+    vault: Vault
+    conversations: Conversations
+    memories: Memories
+    clock: Clock
+    metrics: Metrics
+    call_model: ModelCall
+    model_configured: bool
+    delivery: Delivery
+    chat_locks: ChatLocks
+    hint_for: Callable[[str], Hint]
+
+
+@dataclass
+class Contributions:
+    services: Services
+    commands: list[Command] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
+    providers: list[Provider] = field(default_factory=list)
+    record_hooks: list[RecordHook] = field(default_factory=list)
+    turn_hooks: list[TurnHook] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    jobs: list[BackgroundJob] = field(default_factory=list)
+    admin_subs: list[AdminSub] = field(default_factory=list)
+    routes: list[WebRoute] = field(default_factory=list)
+    gauges: list[Gauge] = field(default_factory=list)
+    stats_sections: dict[str, StatsSection] = field(default_factory=dict)
+    ops: ProactiveOps | None = None
+
+    def command(self, *commands: Command) -> None:
+        self.commands.extend(commands)
+
+    def tool(self, *tools: Tool) -> None:
+        self.tools.extend(tools)
+
+    def provider(self, *providers: Provider) -> None:
+        self.providers.extend(providers)
+
+    def record_hook(self, hook: RecordHook) -> None:
+        self.record_hooks.append(hook)
+
+    def turn_hook(self, hook: TurnHook) -> None:
+        self.turn_hooks.append(hook)
+
+    def step(self, step: Step) -> None:
+        self.steps.append(step)
+
+    def background(self, job: BackgroundJob) -> None:
+        self.jobs.append(job)
+
+    def admin(self, *subs: AdminSub) -> None:
+        self.admin_subs.extend(subs)
+
+    def route(self, *routes: WebRoute) -> None:
+        self.routes.extend(routes)
+
+    def gauge(self, gauge: Gauge) -> None:
+        self.gauges.append(gauge)
+
+    def stats(self, name: str, section: StatsSection) -> None:
+        if name in self.stats_sections:
+            raise ValueError(f"stats section {name!r} contributed twice")
+        self.stats_sections[name] = section
+
+    def proactive_ops(self, ops: ProactiveOps) -> None:
+        if self.ops is not None:
+            raise ValueError("proactive operations contributed twice")
+        self.ops = ops
+
+
+class Feature(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def contribute(self, c: Contributions) -> None:
+        """Register what the feature adds; called once, before the router is built."""
