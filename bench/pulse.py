@@ -4,7 +4,8 @@
 
 1. Tick cost with N pending intents that are not due (target: median <= 5 ms).
 2. Executions per second with M due items, a zero-latency gate and channel (target >= 2,000/s),
-   once per `--concurrency` value (chats executed at a time; the engine's default is 8).
+   once per `--concurrency` value (chats executed at a time; the engine's default is 8). The
+   gate runs the real tool loop with the proactive tools offered, and decides at once.
 3. One passive scan over U users with a realistic mix of histories (target <= 2 s).
 
 Fixtures are bulk-loaded over a plain `sqlite3` connection by `vault/bulk.py` (setup is not
@@ -28,6 +29,8 @@ from typing import Self
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import peak_rss_mib, reference_ms
+from gateway.agent.memory_tools import memory_tools
+from gateway.agent.tools import ToolRegistry
 from gateway.core.clock import ManualClock
 from gateway.core.llm import LLMRequest, LLMResponse, ToolCall
 from gateway.core.messages import ChatRef, Outbound, SentReceipt
@@ -36,6 +39,7 @@ from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
 from proactive.outcome import Outcome
 from proactive.policy import DAY_MS, HOUR_MS, PolicyConfig
+from proactive.tools import ProactiveTools
 from vault.bulk import SeedIntent, SeedMessage, SeedUser, add_intents, add_messages, add_users
 from vault.db import Vault
 from vault.memories import Memories
@@ -103,11 +107,16 @@ async def open_engine(
     await vault.open()
     clock = ManualClock(NOW)
     store = ProactiveStore(vault)
+    plog, memories = ProactiveLog(vault), Memories(vault)
     delivery = Delivery(outbox=Outbox(vault), channels={"bench": NullChannel()}, clock=clock)
+    tools = ToolRegistry()  # what the app offers the gate: the memory and proactive tools
+    tools.register(*memory_tools(memories))
+    tools.register(*ProactiveTools(store=store, plog=plog, policy=policy,
+                                   default_confidence=0.8).tools())  # fmt: skip
     executor = Executor(
-        store=store, plog=ProactiveLog(vault), memories=Memories(vault), call_model=gate,
+        store=store, plog=plog, memories=memories, call_model=gate,
         deliver=delivery.deliver_pending, chat_lock=lambda key: NoLock(), clock=clock,
-        policy=policy, rng=random.Random(1),
+        policy=policy, rng=random.Random(1), tools=tools.proactive(),
     )  # fmt: skip
     config = EngineConfig(max_per_tick=per_tick, lease_ms=3_600_000, concurrency=concurrency)
     return vault, Engine(vault=vault, store=store, executor=executor, clock=clock, config=config)
@@ -153,7 +162,9 @@ async def bench_executions(tmp: Path, due: int, concurrency: int) -> None:
         seed_users(db, users)
         add_intents(db, (SeedIntent((i % users) + 1, (i % users) + 1, "check in", NOW - 1000,
                                     NOW - DAY_MS) for i in range(due)))  # fmt: skip
-    unlimited = PolicyConfig(per_user_daily=10**9, global_daily=10**9, quiet_start=0, quiet_end=0)
+    # No quota, quiet hours or spacing: every due item runs the whole path and is sent.
+    unlimited = PolicyConfig(per_user_daily=10**9, global_daily=10**9, quiet_start=0, quiet_end=0,
+                             min_spacing_ms=0)  # fmt: skip
     vault, engine = await open_engine(path, unlimited, due, concurrency)
     try:
         started = time.perf_counter()

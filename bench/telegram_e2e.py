@@ -9,6 +9,26 @@ the moment its reply reaches sendMessage (replies within a chat arrive in order)
 
     python bench/telegram_e2e.py --users 200 --messages 5           # burst: throughput
     python bench/telegram_e2e.py --users 50 --messages 10 --rate 100 # paced: latency
+    python bench/telegram_e2e.py --compare 3                          # Iris against the floor
+    python bench/telegram_e2e.py --compare 1 --profile /tmp/turn      # ... and where CPU goes
+
+`--compare N` sets Iris beside the floor: a bare python-telegram-bot bot (`Application`,
+concurrent updates) that makes one Anthropic SDK call per message and replies, the least any
+gateway on these libraries can cost. Each runs as its own process (`--serve`) against the
+same fakes in this one, the loopback Bot API of `tests/fakes/bot_api_server.py` and the model
+of `tests/fakes/anthropic_server.py`, so the fakes' CPU is not counted. Closed loop: every
+user waits for the reply before writing again (`--users 20 --messages 10` by default here),
+after one unmeasured warm-up message from each of as many other users (so the measured users
+are new to the server); Iris and the floor alternate, N runs each. Iris
+runs as configured by default (durable intake, budgets). Besides throughput and latency each
+run prints the server's CPU per message (process time, all threads), the figure that least
+depends on what else the machine is doing, and the Bot API calls it made. `--ablate` adds
+Iris without its typing indicator (what that costs). `--profile PREFIX` runs cProfile over
+the measured window of each server and prints where its event-loop thread's CPU went;
+aiosqlite's worker thread is not in the profile (it is in the CPU figure).
+
+Size: over 400 lines with `--compare`: the floor bot, the server process protocol and the
+report share this module's fakes and constants, so they stay beside the older modes.
 """
 
 from __future__ import annotations
@@ -16,13 +36,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import logging
+import os
+import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -31,10 +54,13 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import InstantModel, peak_rss_mib, percentile
+from bench.common import InstantModel, peak_rss_mib, percentile, profile_summary, reference_ms
 from channels.telegram import TelegramChannel
 from gateway.app.app import App
 from gateway.app.config import Config, Secrets, Settings
+from gateway.core.messages import ChatRef
+from tests.fakes.anthropic_server import AnthropicFaultServer
+from tests.fakes.bot_api_server import BotAPIServer
 
 TOKEN = "123456:BENCH"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Iris", "username": "iris_bot"}
@@ -122,8 +148,8 @@ async def main(users: int, messages: int, rate: float) -> None:
     port = runner.addresses[0][1]
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
-            vault={"path": str(Path(tmp) / "bench.db")},  # type: ignore[arg-type]
-            auth={"allow": ["telegram:*"]},  # type: ignore[arg-type]
+            vault={"path": str(Path(tmp) / "bench.db")},
+            auth={"allow": ["telegram:*"]},
         )
         config = Config(settings=settings, secrets=Secrets({}), source=None)
         channel = TelegramChannel(token=TOKEN, base_url=f"http://127.0.0.1:{port}/bot")
@@ -156,11 +182,264 @@ async def main(users: int, messages: int, rate: float) -> None:
     print(f"  peak RSS     {peak_rss_mib():8.1f} MiB")
 
 
+# --- Iris against the floor ------------------------------------------------------------------
+
+KINDS = ("iris", "floor", "iris-no-typing")
+MODEL = "claude-sonnet-5-5"  # priced in the default [limits.prices], so budgets are counted
+
+
+class _NoTyping(TelegramChannel):
+    """The adapter without its typing indicator: for `iris-no-typing`, what it costs."""
+
+    async def typing(self, chat: ChatRef) -> None:
+        return None
+
+
+async def serve_iris(
+    bot_url: str, model_url: str, stop: asyncio.Event, ready: asyncio.Event, typing: bool = True
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(
+            vault={"path": str(Path(tmp) / "bench.db")},
+            auth={"allow": ["telegram:*"]},
+            llm={"base_url": model_url, "model": MODEL},
+        )
+        config = Config(settings=settings, secrets=Secrets({"ANTHROPIC_API_KEY": "k"}), source=None)
+        if typing:
+            channel = TelegramChannel(token=TOKEN, base_url=bot_url)
+        else:
+            channel = _NoTyping(token=TOKEN, base_url=bot_url)
+        async with App(config=config, channels=[channel]) as app:
+            serving = asyncio.create_task(app.serve(stop))
+            await asyncio.wait_for(channel.started.wait(), 30)
+            ready.set()
+            await serving
+
+
+async def serve_floor(
+    bot_url: str, model_url: str, stop: asyncio.Event, ready: asyncio.Event
+) -> None:
+    """The bare bot: PTB's Application polling, one SDK call per message, one reply."""
+    import anthropic
+    from telegram import Update
+    from telegram.ext import ApplicationBuilder, ContextTypes, MessageHandler, filters
+
+    model = anthropic.AsyncAnthropic(api_key="k", base_url=model_url)
+
+    async def answer(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        reply = await model.messages.create(
+            model=MODEL, max_tokens=2048, messages=[{"role": "user", "content": message.text}]
+        )
+        text = "".join(b.text for b in reply.content if b.type == "text")
+        await context.bot.send_message(message.chat_id, text)
+
+    bot = (
+        ApplicationBuilder()
+        .token(TOKEN)
+        .base_url(bot_url)
+        .concurrent_updates(True)
+        .connection_pool_size(64)
+        .build()
+    )
+    bot.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, answer))
+    async with model, bot:
+        assert bot.updater is not None
+        await bot.updater.start_polling(poll_interval=0.0, timeout=30)
+        await bot.start()
+        ready.set()
+        await stop.wait()
+        await bot.updater.stop()
+        await bot.stop()
+
+
+async def serve(kind: str, bot_url: str, model_url: str, profile: str) -> None:
+    """A server process: `ready` once polling; SIGUSR1 opens and closes the measured window
+    (printing the process time, profiling in between with `profile`); SIGTERM stops it."""
+    loop = asyncio.get_running_loop()
+    stop, ready = asyncio.Event(), asyncio.Event()
+    profiler = cProfile.Profile() if profile else None
+    marks: list[float] = []
+
+    def mark() -> None:
+        marks.append(time.process_time())
+        print(f"cpu {marks[-1]:.6f} {time.thread_time():.6f}", flush=True)
+        if profiler is not None:
+            if len(marks) == 1:
+                profiler.enable()
+            elif len(marks) == 2:
+                profiler.disable()
+                profiler.dump_stats(profile)
+
+    loop.add_signal_handler(signal.SIGUSR1, mark)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    if kind == "floor":
+        task = asyncio.create_task(serve_floor(bot_url, model_url, stop, ready))
+    else:
+        typing = kind == "iris"
+        task = asyncio.create_task(serve_iris(bot_url, model_url, stop, ready, typing))
+    waiter = asyncio.create_task(ready.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if ready.is_set():
+        print("ready", flush=True)
+    await task
+
+
+class CountingBotAPI(BotAPIServer):
+    """The loopback Bot API, counting the calls by method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    async def _answer(self, method: str, fields: dict[str, Any]) -> Any:
+        self.calls[method] += 1
+        return await super()._answer(method, fields)
+
+
+async def closed_loop(api: BotAPIServer, users: int, messages: int, first: int) -> list[float]:
+    """Each user writes, waits for the reply, writes again; latencies in ms."""
+    latencies: list[float] = []
+
+    async def user(chat: int) -> None:
+        scanned = 0
+        for m in range(messages):
+            got = False
+
+            def replied() -> bool:
+                nonlocal scanned, got
+                while scanned < len(api.sent):
+                    got = got or api.sent[scanned].chat_id == chat
+                    scanned += 1
+                return got
+
+            started = time.perf_counter()
+            api.add_message(chat_id=chat, text=f"message {m} from {chat}")
+            await api.wait(replied)
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    async with asyncio.TaskGroup() as tg:
+        for u in range(users):
+            tg.create_task(user(first + u))
+    return latencies
+
+
+async def one_run(kind: str, users: int, messages: int, profile: str) -> dict[str, float]:
+    async with CountingBotAPI() as api, AnthropicFaultServer() as model:
+        argv = [sys.executable, __file__, "--serve", kind, "--bot-url", api.base_url]
+        argv += ["--model-url", model.base_url, "--profile", profile]
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            if line.strip() != b"ready":
+                raise RuntimeError(f"{kind} server did not start: {line!r}")
+            await closed_loop(api, users, 1, first=50_000)  # warm-up, not measured
+            proc.send_signal(signal.SIGUSR1)
+            cpu0, loop0 = map(float, (await proc.stdout.readline()).split()[1:])
+            calls0 = sum(api.calls.values())
+            by_method0 = Counter(api.calls)
+            sent0 = len(api.sent)
+            started, driver0 = time.perf_counter(), time.process_time()
+            latencies = await closed_loop(api, users, messages, first=10_000)
+            elapsed = time.perf_counter() - started
+            driver = time.process_time() - driver0
+            proc.send_signal(signal.SIGUSR1)
+            cpu1, loop1 = map(float, (await proc.stdout.readline()).split()[1:])
+            calls1 = sum(api.calls.values())
+            methods = ", ".join(f"{m} {n}" for m, n in (api.calls - by_method0).most_common())
+            replies = len(api.sent) - sent0
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+            await asyncio.wait_for(proc.wait(), 60)
+        calls = len(model.requests)
+        body = len(json.dumps(model.requests[-1])) if model.requests else 0
+        tools = len(model.requests[-1].get("tools", ())) if model.requests else 0
+    done = users * messages
+    print(f"  {kind:14} calls while measured: {methods}; model request {body} B, {tools} tools")
+    return {
+        "throughput": done / elapsed,
+        "p50": statistics.median(latencies),
+        "p99": percentile(latencies, 99),
+        "cpu_ms": (cpu1 - cpu0) * 1000 / done,
+        "driver_ms": driver * 1000 / done,
+        "threads_ms": ((cpu1 - cpu0) - (loop1 - loop0)) * 1000 / done,
+        "bot_calls": (calls1 - calls0) / done,
+        "extra_replies": replies - done,
+        "model_calls": calls,
+    }
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+async def compare(
+    rounds: int, users: int, messages: int, profile: str, kinds: tuple[str, ...]
+) -> None:
+    print(f"closed loop: {users} users x {messages} messages, {rounds} alternating runs each")
+    print(f"  reference loop {reference_ms():.0f} ms, load {load():.2f}")
+    runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
+    for r in range(rounds):
+        for kind in kinds if r % 2 == 0 else kinds[::-1]:
+            prof = f"{profile}.{kind}.prof" if profile else ""
+            before = load()
+            got = await one_run(kind, users, messages, prof)
+            runs[kind].append(got)
+            print(
+                f"  {kind:14} {got['throughput']:7.1f} msg/s  p50 {got['p50']:6.1f} ms  "
+                f"p99 {got['p99']:6.1f} ms  cpu {got['cpu_ms']:5.2f} ms/msg "
+                f"(other threads {got['threads_ms']:4.2f}; fakes {got['driver_ms']:4.2f})  "
+                f"{got['bot_calls']:.1f} Bot API calls/msg  "
+                f"load {before:.2f}->{load():.2f}"
+                + (f"  ({got['extra_replies']:+.0f} replies)" if got["extra_replies"] else "")
+            )
+    print("medians:")
+    med = {
+        kind: {k: statistics.median(r[k] for r in got) for k in got[0]}
+        for kind, got in runs.items()
+    }
+    for kind, m in med.items():
+        print(
+            f"  {kind:14} {m['throughput']:7.1f} msg/s  p50 {m['p50']:6.1f} ms  "
+            f"p99 {m['p99']:6.1f} ms  cpu {m['cpu_ms']:5.2f} ms/msg"
+        )
+    f = med["floor"]
+    for kind in (k for k in kinds if k != "floor"):
+        i = med[kind]
+        print(
+            f"ratios {kind}/floor: throughput {i['throughput'] / f['throughput']:.2f}x "
+            f"(target >= 0.8), p99 {i['p99'] / f['p99']:.2f}x (target <= 1.5), "
+            f"p50 {i['p50'] / f['p50']:.2f}x, cpu {i['cpu_ms'] / f['cpu_ms']:.2f}x"
+        )
+    if profile:
+        for kind in runs:
+            profile_summary(f"{profile}.{kind}.prof", kind, users * messages)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--messages", type=int, default=5, help="messages per user")
     parser.add_argument("--rate", type=float, default=0.0, help="messages/s; 0 = all at once")
+    parser.add_argument("--compare", type=int, default=0, help="Iris vs the floor, N runs each")
+    parser.add_argument("--profile", default="", help="with --compare: cProfile file prefix")
+    parser.add_argument("--ablate", action="store_true", help="with --compare: also Iris "
+                        "without its typing indicator (what that costs)")  # fmt: skip
+    parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--bot-url", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--model-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(main(args.users, args.messages, args.rate))
+    if args.serve:
+        asyncio.run(serve(args.serve, args.bot_url, args.model_url, args.profile))
+    elif args.compare:
+        users = 20 if args.users == parser.get_default("users") else args.users
+        messages = 10 if args.messages == parser.get_default("messages") else args.messages
+        kinds = KINDS if args.ablate else KINDS[:2]
+        asyncio.run(compare(args.compare, users, messages, args.profile, kinds))
+    else:
+        asyncio.run(main(args.users, args.messages, args.rate))

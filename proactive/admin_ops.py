@@ -15,7 +15,7 @@ from typing import Any
 from gateway.core.admin_ops import JSON, NewIntent, NewTrigger
 from gateway.core.errors import NotFound, ToolError, UserInputError, WrongState
 from gateway.features.contributions import AdminSub
-from gateway.turns.commands import CommandCall
+from gateway.turns.commands import CommandCall, parse_item_id, typed_id
 from proactive.engine import Engine
 from proactive.policy import PolicyConfig, local_day_start_ms, user_prefs
 from proactive.tools import MAX_AHEAD_MS, MIN_DELAY_MS, parse_at
@@ -56,7 +56,7 @@ class ProactiveAdmin:
         if chat is None:
             raise NotFound(f"unknown chat {chat_key}")
         if not await self.queries.wrote_in(user, int(chat)):
-            raise UserInputError(f"{user_key} has never written in {chat_key}")
+            raise NotFound(f"{user_key} has never written in {chat_key}")
         return user, int(chat)
 
     async def register(self, request: NewIntent, *, now_ms: int) -> JSON:
@@ -188,10 +188,10 @@ class ProactiveAdmin:
 
 
 def _id(args: str, call: CommandCall, sub: str) -> int:
-    text = args.strip().lstrip("#")
-    if not text.isdigit():
-        raise UserInputError(f"Usage: {call.hint('admin')} {sub} ID")
-    return int(text)
+    item_id = parse_item_id(args, f"Usage: {call.hint('admin')} {sub} ID")
+    if item_id is None:
+        raise NotFound(f"no follow-up #{typed_id(args)}")
+    return item_id
 
 
 def _listing(title: str, rows: list[dict[str, Any]]) -> str:

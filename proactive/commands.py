@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 
 from gateway.core.errors import UserInputError
-from gateway.turns.commands import Command, CommandCall
+from gateway.turns.commands import Command, CommandCall, parse_item_id, typed_id
+from proactive.gate_run import describe, item_label
 from proactive.policy import PolicyConfig, local, user_prefs
 from vault.conversations import Conversations
+from vault.proactive.gate_calls import GateCalls
+from vault.proactive.items import Source
 from vault.proactive.log import ProactiveLog
 from vault.proactive.store import ProactiveStore
 
@@ -27,11 +30,13 @@ class ProactiveCommands:
         store: ProactiveStore,
         plog: ProactiveLog,
         policy: PolicyConfig,
+        calls: GateCalls,
     ) -> None:
         self.conversations = conversations
         self.store = store
         self.plog = plog
         self.policy = policy
+        self.calls = calls
 
     def commands(self) -> list[Command]:
         return [
@@ -99,29 +104,63 @@ class ProactiveCommands:
         return f"Quiet hours set to {start:02d}:00–{end:02d}:00 ({zone})."
 
     async def why(self, call: CommandCall) -> str:
-        last = await self.plog.last(call.scope.user_pk)
+        scope = call.scope
+        chat = scope.chat_pk if scope.in_group else None  # a group sees only its own
+        zone = user_prefs(scope.timezone, {}, self.policy).zone
+        last = await self.plog.last(scope.user_pk, chat)
+        lines = []
         if last is None:
-            return "I haven't sent you any proactive message yet."
-        zone = user_prefs(call.scope.timezone, {}, self.policy).zone
-        when = local(last.sent_at, zone)
-        if last.type == "intent":
-            origin = (
-                "a reminder you asked for"
-                if last.kind == "user_reminder"
-                else ("a follow-up I registered")
-            )
-            detail = f'"{last.what}" — because: {last.why or "(no reason given)"}'
-            detail += f" (confidence {last.confidence:.2f})"
+            lines.append("I haven't sent you any proactive message yet.")
         else:
-            origin = f"an automatic check ({last.kind.replace('_', ' ')})"
-            detail = last.what
-        return (
-            f"My last proactive message ({when:%Y-%m-%d %H:%M}, {last.status}) came from "
-            f"{origin} #{last.source_id}: {detail}.\nOutcome: {last.reason or last.status}."
-        )
+            when = local(last.sent_at, zone)
+            if last.type == "intent":
+                origin = (
+                    "a reminder you asked for"
+                    if last.kind == "user_reminder"
+                    else ("a follow-up I registered")
+                )
+                detail = f'"{last.what}" — because: {last.why or "(no reason given)"}'
+                detail += f" (confidence {last.confidence:.2f})"
+            else:
+                origin = f"an automatic check ({last.kind.replace('_', ' ')})"
+                detail = last.what
+            lines.append(
+                f"My last proactive message (message #{last.log_id}, {when:%Y-%m-%d %H:%M}, "
+                f"{last.status}) came from {origin} #{last.source_id}: {detail}.\n"
+                f"Outcome: {last.reason or last.status}."
+            )
+            source: Source = "intent" if last.type == "intent" else "trigger"
+            used = await self.calls.of_item(source, last.source_id)
+            if used:
+                lines.append("While deciding I used: " + "; ".join(describe(c) for c in used))
+        considered = await self.calls.last_considered(scope.user_pk, chat)
+        if considered is not None and (
+            last is None
+            or (
+                (considered.source, considered.id) != (last.type, last.source_id)
+                and considered.at_ms >= last.sent_at
+            )
+        ):
+            verb = {"pending": "put it off", "skipped": "did not send it"}.get(
+                considered.status, f"it ended {considered.status}"
+            )
+            when = local(considered.at_ms, zone)
+            lines.append(
+                f"{'Since then' if last else 'But'} I considered "
+                f"{item_label(considered.source, considered.id)} ({when:%Y-%m-%d %H:%M}: "
+                f'"{considered.what}") and {verb} — {considered.reason or considered.status}. '
+                "What I did while deciding stays done: "
+                + "; ".join(describe(c) for c in considered.calls)
+            )
+        return "\n".join(lines)
 
     async def followups(self, call: CommandCall) -> str:
-        items = await self.store.pending_intents(call.scope.user_pk)
+        scope = call.scope
+        items = [
+            i
+            for i in await self.store.pending_intents(scope.user_pk)
+            if not scope.in_group or i.chat_pk == scope.chat_pk  # a group sees only its own
+        ]
         if not items:
             return "You have no pending follow-ups."
         zone = user_prefs(call.scope.timezone, {}, self.policy).zone
@@ -138,16 +177,18 @@ class ProactiveCommands:
         )
 
     async def cancel(self, call: CommandCall) -> str:
-        arg = call.args.strip().lstrip("#")
-        if not arg.isdigit():
+        item_id = parse_item_id(
+            call.args, f"Usage: {call.hint('cancel')} ID — the ID is from {call.hint('followups')}."
+        )
+        scope = call.scope
+        if item_id is None or not await self.store.cancel_intent(
+            scope.user_pk, item_id, scope.now_ms
+        ):
             raise UserInputError(
-                f"Usage: {call.hint('cancel')} ID — the ID is from {call.hint('followups')}."
+                f"You have no pending follow-up #{typed_id(call.args)}. "
+                f"See {call.hint('followups')}."
             )
-        if not await self.store.cancel_intent(call.scope.user_pk, int(arg), call.scope.now_ms):
-            raise UserInputError(
-                f"You have no pending follow-up #{arg}. See {call.hint('followups')}."
-            )
-        return f"Cancelled follow-up #{arg}."
+        return f"Cancelled follow-up #{item_id}."
 
     async def _settings(self, call: CommandCall) -> dict[str, object]:
         user = await self.conversations.get_user(call.scope.user)

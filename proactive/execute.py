@@ -9,37 +9,42 @@ commit in the transaction that marks its outbox row `sent`. The quota counts, en
 and memories come from the tick's `TickCache`; the quota itself is enforced inside the
 `delivering` transaction. Without a model (no API key) AI follow-ups wait (rescheduled
 hourly until they expire at the maximum age) while user reminders go out as a plain
-"Reminder: …" text; the gate's decision to skip can't suppress a reminder either.
+"Reminder: …" text; the gate's decision to skip can't suppress a reminder either. A gate call
+refused by a spending limit (`[limits]`) skips an AI follow-up with the limit as its reason,
+and sends a reminder as that plain text.
+
+The gate itself — the meta-prompt, the tool loop and the decision — is `proactive/gate_run.py`;
+tool calls it made stand whatever the decision, and a skip or defer says so in its reason.
+Spacing is enforced like the quota: by the policy from the tick's counts, and again inside the
+`delivering` transaction (`Blocked`). Random draws (the jitter of a deferral, the user's place
+in the release window) are keyed hashes of a salt drawn once from `rng`, the item and its
+attempt: the same for a seed whatever order items run in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import sqlite3
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.agent.loop import ToolSet
 from gateway.core.errors import (
     DeliveryUncertain,
     ModelError,
     ModelNotConfigured,
     ModelUnavailable,
+    OverBudget,
 )
-from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.messages import Outbound, OutboundKind
 from gateway.core.ports import Clock
 from gateway.turns.delivery import DeliveryStatus
-from proactive.gate import (
-    Decision,
-    GateContext,
-    gate_request,
-    meta_prompt,
-    parse_decision,
-    reminder_text,
-)
+from proactive.gate import Decision, reminder_text
+from proactive.gate_run import Asked, GateRunner, ModelCall, NoTools, Probe
 from proactive.outcome import Outcome
 from proactive.policy import (
     HOUR_MS,
@@ -50,8 +55,8 @@ from proactive.policy import (
     UserPrefs,
     Verdict,
     decide,
-    local,
     local_day_start_ms,
+    mix64,
     next_allowed_ms,
     user_prefs,
     utc_day_start_ms,
@@ -59,24 +64,23 @@ from proactive.policy import (
 from proactive.tick import TickCache
 from vault.batch import SyncBody
 from vault.memories import Memories
+from vault.proactive.gate_calls import GateCalls
 from vault.proactive.log import ProactiveLog
-from vault.proactive.store import Item, ItemStatus, LostClaim, ProactiveStore, QuotaCheck
+from vault.proactive.store import (
+    Blocked,
+    Item,
+    ItemStatus,
+    LostClaim,
+    ProactiveStore,
+    QuotaCheck,
+)
 from vault.proactive.tx import complete_in
 
 log = logging.getLogger(__name__)
 
 NO_MODEL_RETRY_MS = HOUR_MS
 MODEL_DOWN_RETRY_MS = 15 * 60_000
-TRIGGER_HEADERS = {
-    "dormant_user": "A passive scan noticed this user has gone quiet",
-    "unanswered": "A passive scan noticed your question was never answered",
-    "engagement_drop": "A passive scan noticed this user writes much less than usual",
-    "external": "An external trigger asks you to consider reaching out",
-}
-
-ModelCall = Callable[[LLMRequest, str | None], Awaitable[LLMResponse]]
 ChatLock = Callable[[str], AbstractAsyncContextManager[None]]
-Probe = Callable[[str, Item], Awaitable[None]]
 
 
 class SendResult(Protocol):
@@ -100,6 +104,21 @@ async def no_probe(step: str, item: Item) -> None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A claimed item with the policy's verdict and what it was reached from."""
+
+    item: Item
+    prefs: UserPrefs
+    counts: QuotaCounts
+    verdict: Verdict
+
+    @property
+    def sends(self) -> bool:
+        """May lead to a send (the gate runs): the user's next items must wait for it."""
+        return self.verdict.action is Action.PROCEED and not self.item.chat_unreachable
+
+
 @dataclass
 class Executor:
     store: ProactiveStore
@@ -112,29 +131,67 @@ class Executor:
     policy: PolicyConfig
     rng: random.Random
     probe: Probe = no_probe
+    # The tools the gate offers besides its decision (`ToolRegistry.proactive()` in the app).
+    tools: ToolSet = field(default_factory=NoTools)
+    gate_max_rounds: int = 4
 
-    def jitter(self) -> int:
-        return self.rng.randrange(self.policy.jitter_max_ms + 1)
+    def __post_init__(self) -> None:
+        self._salt = self.rng.getrandbits(64)
+        self.gate = GateRunner(
+            store=self.store, memories=self.memories, call_model=self.call_model,
+            clock=self.clock, policy=self.policy, calls=GateCalls(self.store.vault),
+            tools=self.tools, max_rounds=self.gate_max_rounds,
+        )  # fmt: skip
+
+    def jitter(self, item: Item) -> int:
+        """The jitter added to this attempt's deferral (keyed: order-independent)."""
+        draw = mix64(self._salt, item.source == "intent", item.id, item.attempts)
+        return draw % (self.policy.jitter_max_ms + 1)
 
     def new_tick(self) -> TickCache:
         return TickCache(self.plog)
 
+    def _since(self, now: int, prefs: UserPrefs) -> int:
+        """How far back a user's sends matter: their local day, and the spacing window."""
+        return min(local_day_start_ms(now, prefs.zone), now - self.policy.min_spacing_ms)
+
     async def prefetch(self, tick: TickCache, items: list[Item]) -> None:
-        """Read the quota counts of all of a tick's users at once."""
+        """Read the quota counts of all of a tick's users, and everyone's, at once."""
         now = self.clock.now_ms()
-        await tick.prefetch((i.user_pk, local_day_start_ms(now, self.prefs(i).zone)) for i in items)
+        await asyncio.gather(  # one read hop
+            tick.prefetch((i.user_pk, self._since(now, self.prefs(i))) for i in items),
+            tick.global_today(utc_day_start_ms(now)),
+        )
+
+    async def global_contended(self, tick: TickCache, items: list[Item], now: int) -> bool:
+        """Could these items use up what is left of the global quota? Then which of them gets
+        the last slot depends on the order they run in (the engine runs them one by one)."""
+        gated = sum(1 for i in items if not i.is_reminder)
+        if not gated:
+            return False
+        used = await tick.global_today(utc_day_start_ms(now))
+        return used + gated > self.policy.global_daily
 
     def prefs(self, item: Item) -> UserPrefs:
-        return user_prefs(item.timezone, item.settings, self.policy)
+        return user_prefs(
+            item.timezone, item.settings, self.policy, release_key=mix64(self._salt, item.user_pk)
+        )
 
     async def process(self, item: Item, tick: TickCache | None = None) -> Outcome:
         """Run one claimed item; return its outcome for the tick report."""
         tick = tick or self.new_tick()
+        return await self.act(await self.judge(item, tick), tick)
+
+    async def judge(self, item: Item, tick: TickCache) -> Judged:
+        """The policy's verdict on a claimed item (no writes)."""
         await self.probe("claimed", item)
         now = self.clock.now_ms()
         prefs = self.prefs(item)
         counts = await tick.counts(
-            item.user_pk, local_day_start_ms(now, prefs.zone), utc_day_start_ms(now)
+            item.user_pk,
+            day_start_ms=local_day_start_ms(now, prefs.zone),
+            since_ms=self._since(now, prefs),
+            global_since_ms=utc_day_start_ms(now),
         )
         candidate = Candidate(
             due_at=item.due_at,
@@ -143,8 +200,13 @@ class Executor:
             is_reminder=item.is_reminder,
             exact_time=item.exact_time,
         )
-        verdict = decide(candidate, prefs, counts, now, self.policy, self.jitter())
+        verdict = decide(candidate, prefs, counts, now, self.policy, self.jitter(item))
         await self.probe("policy", item)
+        return Judged(item, prefs, counts, verdict)
+
+    async def act(self, judged: Judged, tick: TickCache) -> Outcome:
+        """What the verdict says: a terminal state, a reschedule, or the gate and the send."""
+        item, verdict = judged.item, judged.verdict
         if verdict.action is Action.EXPIRE:
             return await self._finish(item, ItemStatus.EXPIRED, verdict.reason)
         if verdict.action is Action.SKIP:
@@ -157,14 +219,19 @@ class Executor:
                 item, ItemStatus.FAILED, "the chat is unreachable (bot blocked?)"
             )
         async with self.chat_lock(item.chat.key):
-            return await self._gate_and_send(item, prefs, counts, verdict, tick)
+            return await self._gate_and_send(item, judged.prefs, judged.counts, verdict, tick)
 
     async def _gate_and_send(
         self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
         tick: TickCache,
     ) -> Outcome:  # fmt: skip
+        asked = Asked()
         try:
-            decision = await self._ask(item, prefs, counts, verdict, tick)
+            decision = await self.gate.ask(item, prefs, counts, verdict, tick, asked, self.probe)
+        except OverBudget as exc:  # a reminder needs no model: it goes out as plain text
+            if not item.is_reminder:
+                return await self._finish(item, ItemStatus.SKIPPED, f"over budget: {exc.limit}")
+            decision = Decision("skip", reason="over budget")
         except ModelNotConfigured:
             if not item.is_reminder:
                 at = self.clock.now_ms() + NO_MODEL_RETRY_MS
@@ -186,63 +253,17 @@ class Executor:
             decision = Decision("send", message=reminder_text(item.what))
         if decision.action == "skip":
             note = "malformed decision, skipped: " if decision.malformed else "gate: "
-            return await self._finish(item, ItemStatus.SKIPPED, note + decision.reason)
+            return await self._finish(
+                item, ItemStatus.SKIPPED, note + decision.reason + asked.note()
+            )
         if decision.action == "defer":
             at = next_allowed_ms(
-                self.clock.now_ms() + int(decision.hours * HOUR_MS), prefs, self.jitter()
+                self.clock.now_ms() + int(decision.hours * HOUR_MS), prefs, self.jitter(item)
             )
-            return await self._reschedule(item, at, f"gate deferred: {decision.reason}")
+            reason = f"gate deferred: {decision.reason}{asked.note()}"
+            return await self._reschedule(item, at, reason)
         late = f" (late by {verdict.late_ms // 60_000} min)" if verdict.late_ms else ""
         return await self._send(item, prefs, decision.message, "sent" + late, tick)
-
-    async def _ask(
-        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
-        tick: TickCache,
-    ) -> Decision:  # fmt: skip
-        prompt = meta_prompt(await self._context(item, prefs, counts, verdict, tick))
-        response = await self.call_model(gate_request(prompt), item.chat.key)
-        decision = parse_decision(response)
-        if decision.malformed:
-            log.warning("%s: gate answer not accepted: %s", item.key, decision.reason)
-        return decision
-
-    async def _context(
-        self, item: Item, prefs: UserPrefs, counts: QuotaCounts, verdict: Verdict,
-        tick: TickCache,
-    ) -> GateContext:  # fmt: skip
-        now = self.clock.now_ms()
-        rate = await tick.engagement_rate(item.user_pk, now)
-        # A group reads the message: the user's memories stay out of what it is written from.
-        memories = [] if item.in_group else await tick.memories(item.user_pk, self._memories)
-        recent = await self.store.recent_texts(item.chat_pk)
-        if item.source == "intent":
-            header = "[PROACTIVE FOLLOW-UP]"
-            if item.is_reminder:
-                header += " The user asked to be reminded; write the reminder."
-            ago = f"You registered an intent {_ago(now - item.created_at)}"
-        else:
-            header = f"[PROACTIVE CHECK-IN] {TRIGGER_HEADERS.get(item.kind, item.kind)}."
-            ago = f"Detected {_ago(now - item.created_at)}"
-        limit = self.policy.per_user_daily
-        return GateContext(
-            header=header,
-            what=item.what,
-            why=item.why,
-            ago=ago,
-            user_name=item.user_name,
-            channel=item.chat.channel,
-            timezone=prefs.zone.key,
-            local_time=f"{local(now, prefs.zone):%A %H:%M}",
-            last_active=_ago(now - item.last_seen_ms),
-            quota=f"{max(0, limit - counts.user_today)}/{limit} proactive messages today",
-            engagement="no data yet" if rate is None else f"{rate:.0%} get replies",
-            memories=memories,
-            recent=[f"{role}: {text[:300]}" for role, text in recent],
-            late=f"this runs {verdict.late_ms // 60_000} min late" if verdict.late_ms else "",
-        )
-
-    async def _memories(self, user: int) -> list[str]:
-        return [m.text for m in await self.memories.listing(user, limit=8)]
 
     async def _send(
         self, item: Item, prefs: UserPrefs, text: str, reason: str, tick: TickCache
@@ -255,20 +276,24 @@ class Executor:
             kind=OutboundKind.PROACTIVE,
         )
         quota = None
-        if not item.is_reminder:
+        if not item.is_reminder:  # reminders: no quota, no spacing
             quota = QuotaCheck(
                 user_since_ms=local_day_start_ms(now, prefs.zone),
                 user_limit=self.policy.per_user_daily,
                 global_since_ms=utc_day_start_ms(now),
                 global_limit=self.policy.global_daily,
+                spacing_ms=self.policy.min_spacing_ms,
             )
         try:
             outbox_id = await self.store.begin_delivery(item, out, now, quota)
         except LostClaim:
             log.warning("%s: claim lost before the send; another run owns it", item.key)
             return Outcome.LOST
-        if outbox_id is None:  # another item took the last quota slot since the policy ran
-            at = next_allowed_ms(now + HOUR_MS, prefs, self.jitter())
+        if isinstance(outbox_id, Blocked):  # another item got there since the policy ran
+            if outbox_id.reason == "spacing":
+                at = next_allowed_ms(outbox_id.last_send_ms + self.policy.min_spacing_ms, prefs, 0)
+                return await self._reschedule(item, at, "spacing reached while sending")
+            at = next_allowed_ms(now + HOUR_MS, prefs, self.jitter(item))
             return await self._reschedule(item, at, "quota reached while sending")
         tick.started(item.user_pk, now)
         await self.probe("delivering", item)
@@ -312,12 +337,3 @@ class Executor:
         if not await self.store.reschedule(item, at_ms, reason, deferral=deferral):
             return Outcome.LOST
         return Outcome.DEFERRED
-
-
-def _ago(ms: int) -> str:
-    minutes = max(0, ms) // 60_000
-    if minutes < 60:
-        return f"{minutes} min ago"
-    if minutes < 48 * 60:
-        return f"{minutes // 60} h ago"
-    return f"{minutes // (24 * 60)} days ago"

@@ -3,8 +3,10 @@
 Commands (`/proactive`, `/quiet`, `/why`, `/followups`, `/cancel`), the engagement record
 hook and the figures (`/admin stats`, `/metrics`) are always on — consent and engagement must
 keep working while the engine is paused. The engine, its tools, its context provider and its
-admin operations only when `[proactive] enabled`. What it built stays on the feature (`store`,
-`log`, `engine`) for the composition root and tests to reach.
+admin operations only when `[proactive] enabled`. The gate offers the model the app's tools
+marked `proactive` (`ToolRegistry.proactive()`: read at each call, so tools other features
+register later are included). What it built stays on the feature (`store`, `log`, `engine`) for
+the composition root and tests to reach.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from proactive.provider import ProactiveProvider
 from proactive.settings import ProactiveSection
 from proactive.tools import ProactiveTools
 from vault.proactive.admin import ProactiveAdminQueries
+from vault.proactive.gate_calls import GateCalls
 from vault.proactive.log import ProactiveLog, engagement_record_hook
 from vault.proactive.store import ProactiveStore
 
@@ -43,7 +46,11 @@ class ProactiveFeature:
         queries = ProactiveAdminQueries(s.vault)
         c.command(
             *ProactiveCommands(
-                conversations=s.conversations, store=store, plog=plog, policy=policy
+                conversations=s.conversations,
+                store=store,
+                plog=plog,
+                policy=policy,
+                calls=GateCalls(s.vault),
             ).commands()
         )
         c.record_hook(engagement_record_hook)
@@ -60,6 +67,8 @@ class ProactiveFeature:
             clock=s.clock,
             policy=policy,
             rng=self.rng,
+            tools=s.tools.proactive(),
+            gate_max_rounds=settings.gate_max_rounds,
         )
         self.engine = engine = Engine(
             vault=s.vault,

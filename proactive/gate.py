@@ -1,22 +1,33 @@
 """The gate: before anything proactive is sent, the model decides — send, skip or defer.
 
-The decision is a `proactive_decision` tool call (forced with `tool_choice`). A plain-text
-`[SKIP]` or `[DEFER Nh]` is tolerated only when it is the *whole* reply; any other text, and any
+The model gets the meta-prompt built here and the tools that make sense with no user present
+(`Tool.proactive`: memories, follow-ups, knowledge), runs them through the normal tool loop
+(`gateway/agent/loop.py`), and ends with a `proactive_decision` tool call. When it answers
+without one, one more round forces the decision tool (`decision_round`). A plain-text `[SKIP]`
+or `[DEFER Nh]` is tolerated only when it is the *whole* reply; any other text, and any
 "message" that itself looks like a control marker, is treated as a skip and logged, so a marker
-(or the model thinking aloud) can never reach a user. The meta-prompt is built here and is not
-stored in the conversation; only the message that is finally sent becomes an assistant turn.
+(or the model thinking aloud) can never reach a user. The meta-prompt is not stored in the
+conversation; only the message that is finally sent becomes an assistant turn.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse, ToolSpec
+from gateway.core.llm import (
+    LLMMessage,
+    LLMRequest,
+    LLMResponse,
+    Payer,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +38,13 @@ MAX_MESSAGE_CHARS = 2000
 GATE_SYSTEM = (
     "You are Iris, deciding whether to send a proactive message that nobody asked for right "
     "now. Be conservative: follow up only if it is genuinely useful to the user today. "
-    "Answer only by calling the proactive_decision tool: action 'send' with the exact message "
-    "to send (written to the user, natural, short, no control markers), 'skip' with a reason, "
-    "or 'defer' with a number of hours."
+    "Before deciding you may use your tools (look up or remember facts about the user, "
+    "register or cancel follow-ups); what they do is kept whatever you decide. "
+    "End by calling the proactive_decision tool: action 'send' with the exact message to send "
+    "(written to the user, natural, short, no control markers), 'skip' with a reason, or "
+    "'defer' with a number of hours."
 )
+DECIDE_NOW = "Decide now: call the proactive_decision tool (send, skip or defer)."
 
 _EXACT_SKIP = re.compile(r"\[SKIP\]")
 _EXACT_DEFER = re.compile(r"\[DEFER (\d{1,3}(?:\.\d+)?)h\]")
@@ -92,14 +106,33 @@ class GateContext:
     memories: list[str]
     recent: list[str]
     late: str = ""
+    item: str = ""  # "follow-up #12", "check-in #4": the id /why and the tools use
+    # Tool calls an earlier attempt at this same decision already made (their effects stand).
+    earlier: list[str] = field(default_factory=list)
+    in_group: bool = False
 
 
 def meta_prompt(ctx: GateContext) -> str:
     memories = "\n".join(f"- {m}" for m in ctx.memories) or "- (none)"
     recent = "\n".join(ctx.recent) or "(no recent messages)"
     late = f"\nNote: {ctx.late}." if ctx.late else ""
+    item = f" ({ctx.item})" if ctx.item else ""
+    earlier = ""
+    if ctx.earlier:
+        earlier = (
+            "\nEarlier attempts at this decision (interrupted or deferred) already made these "
+            "tool calls; their effects are kept, do not repeat them:\n"
+            + "\n".join(f"- {line}" for line in ctx.earlier)
+            + "\n"
+        )
+    group = (
+        "\nThis is a group chat: others read the message, so keep the user's private facts "
+        "out of it.\n"
+        if ctx.in_group
+        else ""
+    )
     return (
-        f"{ctx.header}\n"
+        f"{ctx.header}{item}\n"
         f'{ctx.ago}: "{ctx.what}"\n'
         f'Reason: "{ctx.why}"{late}\n\n'
         f"User: {ctx.user_name} ({ctx.channel})\n"
@@ -108,21 +141,42 @@ def meta_prompt(ctx: GateContext) -> str:
         f"Your quota: {ctx.quota}\n"
         f"Your engagement rate: {ctx.engagement}\n\n"
         f"Recent memories about this user:\n{memories}\n\n"
-        f"Recent conversation:\n{recent}\n\n"
-        "Decide now with the proactive_decision tool: send (with the message), skip, or defer."
+        f"Recent conversation:\n{recent}\n{group}{earlier}\n"
+        "Use your tools if they help, then decide with the proactive_decision tool: send "
+        "(with the message), skip, or defer."
     )
 
 
-def gate_request(prompt: str, model: str | None = None) -> LLMRequest:
+def gate_request(
+    prompt: str,
+    tools: tuple[ToolSpec, ...] = (),
+    *,
+    payer: Payer | None = None,
+    model: str | None = None,
+) -> LLMRequest:
+    """The gate's first request: `tools` beside the decision tool (which is forced when there
+    are no others)."""
     return LLMRequest(
         system_stable=GATE_SYSTEM,
         messages=(LLMMessage.user(prompt),),
-        tools=(DECISION_SPEC,),
-        tool_choice=DECISION_TOOL,
+        tools=(*tools, DECISION_SPEC),
+        tool_choice=None if tools else DECISION_TOOL,
         max_tokens=1024,
         model=model,
         purpose="proactive_gate",
+        payer=payer,
     )
+
+
+def decision_round(request: LLMRequest, messages: tuple[LLMMessage, ...]) -> LLMRequest:
+    """One more round after `messages` (ending with the model's answer or tool results) that
+    forces the decision tool."""
+    last = messages[-1]
+    if last.role == "user":  # tool results: the instruction joins them (roles alternate)
+        history = (*messages[:-1], LLMMessage("user", (*last.parts, TextPart(DECIDE_NOW))))
+    else:
+        history = (*messages, LLMMessage.user(DECIDE_NOW))
+    return replace(request, messages=history, tool_choice=DECISION_TOOL)
 
 
 def looks_like_marker(text: str) -> bool:
@@ -135,17 +189,31 @@ def reminder_text(what: str) -> str:
     return f"Reminder: {cleaned}" if cleaned else "Reminder: you asked me to remind you now."
 
 
-def parse_decision(response: LLMResponse) -> Decision:
-    """The model's answer as a `Decision`; anything unclear becomes a (malformed) skip."""
-    for call in response.tool_calls:
-        if call.name == DECISION_TOOL:
-            return _from_tool(call.input)
+def decision_of(call: ToolCall) -> Decision:
+    """A `proactive_decision` call as a `Decision` (a malformed skip if its arguments are)."""
+    return _from_tool(call.input)
+
+
+def exact_marker(response: LLMResponse) -> Decision | None:
+    """The decision of a reply that is exactly `[SKIP]` or `[DEFER Nh]`, else None."""
     text = response.text.strip()
     if _EXACT_SKIP.fullmatch(text):
         return Decision("skip", reason="model answered [SKIP]")
     defer = _EXACT_DEFER.fullmatch(text)
     if defer:
         return _defer(float(defer.group(1)), "model answered " + text)
+    return None
+
+
+def parse_decision(response: LLMResponse) -> Decision:
+    """The model's answer as a `Decision`; anything unclear becomes a (malformed) skip."""
+    for call in response.tool_calls:
+        if call.name == DECISION_TOOL:
+            return _from_tool(call.input)
+    marker = exact_marker(response)
+    if marker is not None:
+        return marker
+    text = response.text.strip()
     log.warning("gate: no decision tool call (%d chars of text); treated as skip", len(text))
     kind = "a malformed marker" if looks_like_marker(text) else "text without a decision"
     return Decision("skip", reason=f"model gave {kind}", malformed=True)

@@ -1,16 +1,25 @@
 """The proactive policy: pure functions deciding what happens to a due item before the model.
 
 One function, `decide`, is applied to every proactive path (intents and every trigger type), so
-quiet hours and quotas can't be forgotten on one of them. Order: too old -> `expired`; user
-opted out -> `skipped`; confidence below the threshold -> `skipped` (user reminders exempt);
-inside the user's quiet hours -> rescheduled to the window's end plus jitter (reminders for an
-explicitly requested time exempt); over the per-user quota for the user's *local* day or the
-global quota for the UTC day -> rescheduled to the next allowed time (reminders exempt).
+quiet hours, quotas and spacing can't be forgotten on one of them. Order: too old ->
+`expired`; user opted out -> `skipped`; confidence below the threshold -> `skipped` (user
+reminders exempt); inside the user's quiet hours -> rescheduled into the release window after
+it (reminders for an explicitly requested time exempt); over the per-user quota for the user's
+*local* day or the global quota for the UTC day -> rescheduled to the next allowed time; less
+than `min_spacing` after the user's last proactive message (any chat, reminders included) ->
+rescheduled to the end of the spacing, or later when the user's remaining quota is better
+spread over the rest of their day (`paced_ms`). Reminders are exempt from quotas and spacing.
+
+No morning burst: everything of one user held by quiet hours is released at one instant of
+the `release_window` after the window ends — the same instant for all of that user's items of
+that night (the engine then runs them in priority order, and the spacing holds back all but
+the first), spread evenly over users by a keyed hash (`release_ms`), not by a fresh random
+draw per item.
 
 Time arithmetic happens in UTC epoch milliseconds; wall-clock times are converted through
 `zoneinfo` only at the edges, so DST days (23 or 25 hours, skipped or repeated hours) are
-handled by the zone database, not by adding 24 h. The jitter is drawn by the caller and passed
-in, which keeps these functions deterministic.
+handled by the zone database, not by adding 24 h. The jitter and the release key are chosen by
+the caller and passed in, which keeps these functions deterministic.
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ class PolicyConfig:
     max_age_ms: int = 7 * DAY_MS
     jitter_max_ms: int = 30 * 60_000
     default_timezone: str = "UTC"
+    min_spacing_ms: int = 90 * 60_000
+    release_window_ms: int = 120 * 60_000
 
     @classmethod
     def from_section(cls, s: Any) -> PolicyConfig:
@@ -63,6 +74,8 @@ class PolicyConfig:
             max_age_ms=int(s.max_age_days * DAY_MS),
             jitter_max_ms=int(s.jitter_max_minutes * 60_000),
             default_timezone=s.default_timezone,
+            min_spacing_ms=int(s.min_spacing_minutes * 60_000),
+            release_window_ms=int(s.release_window_minutes * 60_000),
         )
 
 
@@ -71,10 +84,17 @@ class UserPrefs:
     zone: ZoneInfo
     enabled: bool = True
     quiet: tuple[int, int] | None = (22, 8)  # None: the user turned quiet hours off
+    # Where this user's items held by quiet hours go out in the release window (`release_ms`).
+    release_window_ms: int = 0
+    release_key: int = 0
 
 
-def user_prefs(timezone: str | None, settings: dict[str, Any], cfg: PolicyConfig) -> UserPrefs:
-    """Per-user settings keys: `proactive_enabled` (bool), `quiet_hours` ([start, end] | "off")."""
+def user_prefs(
+    timezone: str | None, settings: dict[str, Any], cfg: PolicyConfig, release_key: int = 0
+) -> UserPrefs:
+    """Per-user settings keys: `proactive_enabled` (bool), `quiet_hours` ([start, end] | "off").
+    `release_key` places the user in the release window (any integer; the engine keys it by
+    user, so all of one user's items share it)."""
     quiet: tuple[int, int] | None = (cfg.quiet_start, cfg.quiet_end)
     override = settings.get("quiet_hours")
     if override == "off":
@@ -86,7 +106,8 @@ def user_prefs(timezone: str | None, settings: dict[str, Any], cfg: PolicyConfig
     except (ValueError, KeyError):  # a zone removed from tzdata since the user set it
         zone = ZoneInfo(cfg.default_timezone)
     return UserPrefs(zone=zone, enabled=settings.get("proactive_enabled", True) is not False,
-                     quiet=quiet)  # fmt: skip
+                     quiet=quiet, release_window_ms=cfg.release_window_ms,
+                     release_key=release_key)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +125,7 @@ class Candidate:
 class QuotaCounts:
     user_today: int
     global_today: int
+    last_send_ms: int | None = None  # the user's latest counted proactive message, any chat
 
 
 def local(ms: int, zone: ZoneInfo) -> datetime:
@@ -161,11 +183,61 @@ def next_wall_hour_ms(now_ms: int, zone: ZoneInfo, hour: int) -> int:
     raise AssertionError("unreachable: a wall hour recurs within two days")
 
 
+def mix64(*values: int) -> int:
+    """A well-spread 64-bit hash of integers (splitmix64 steps): the same inputs give the same
+    value in every process, unlike `hash()`."""
+    x = 0x9E3779B97F4A7C15
+    for value in values:
+        x = (x ^ (value & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 31
+    return x
+
+
+def release_ms(window_end_ms: int, prefs: UserPrefs) -> int:
+    """The instant in the release window after quiet hours when the user's held items go out.
+
+    One instant per (user, night), spread evenly over users: a keyed hash of the two, not a
+    random draw per item, so one user's items leave together (and in priority order, the
+    spacing holding back all but the first) and a simulation is reproducible. Whole minutes.
+    """
+    window = prefs.release_window_ms // 60_000
+    if window <= 0:
+        return window_end_ms
+    return window_end_ms + mix64(prefs.release_key, window_end_ms) % window * 60_000
+
+
 def next_allowed_ms(at_ms: int, prefs: UserPrefs, jitter_ms: int) -> int:
-    """`at_ms` plus jitter, or — inside quiet hours — the window's end plus jitter."""
+    """`at_ms` plus jitter, or — inside quiet hours — the user's instant in the release window
+    after the quiet window ends (`release_ms`, no jitter)."""
     if prefs.quiet is not None and in_quiet_hours(at_ms, prefs.zone, prefs.quiet):
-        return next_wall_hour_ms(at_ms, prefs.zone, prefs.quiet[1]) + jitter_ms
+        return release_ms(next_wall_hour_ms(at_ms, prefs.zone, prefs.quiet[1]), prefs)
     return at_ms + jitter_ms
+
+
+SPACING_REASON = "spacing: the last proactive message to this user was too recent"
+
+
+def spacing_free_ms(last_send_ms: int | None, cfg: PolicyConfig) -> int:
+    """When the next non-reminder message may go to a user whose last one went at `last`."""
+    if last_send_ms is None or cfg.min_spacing_ms <= 0:
+        return 0
+    return last_send_ms + cfg.min_spacing_ms
+
+
+def paced_ms(last_send_ms: int, left: int, prefs: UserPrefs, cfg: PolicyConfig) -> int:
+    """When an item held back by the spacing runs again: the spacing's end, or — if later —
+    the rest of the user's day (until their quiet hours, or midnight) shared evenly among the
+    messages their quota still allows, so a backlog does not spend a day's quota in the morning
+    at `min_spacing` intervals."""
+    free = last_send_ms + cfg.min_spacing_ms
+    if left <= 0:
+        return free
+    if prefs.quiet is not None:
+        day_end = next_wall_hour_ms(last_send_ms, prefs.zone, prefs.quiet[0])
+    else:
+        day_end = next_local_day_start_ms(last_send_ms, prefs.zone)
+    return max(free, last_send_ms + (day_end - last_send_ms) // (left + 1))
 
 
 def decide(
@@ -197,5 +269,12 @@ def decide(
         if quota.global_today >= cfg.global_daily:
             at = next_allowed_ms(utc_day_start_ms(now_ms) + DAY_MS, prefs, jitter_ms)
             return Verdict(Action.RESCHEDULE, "global daily quota reached", at)
+        free = spacing_free_ms(quota.last_send_ms, cfg)
+        if now_ms < free:
+            assert quota.last_send_ms is not None
+            left = cfg.per_user_daily - quota.user_today
+            # No jitter: the time is already a per-user one, not a shared one.
+            at = next_allowed_ms(paced_ms(quota.last_send_ms, left, prefs, cfg), prefs, 0)
+            return Verdict(Action.RESCHEDULE, SPACING_REASON, at)
     late = max(0, now_ms - item.execute_at)
     return Verdict(Action.PROCEED, "due", late_ms=late if late > LATE_AFTER_MS else 0)

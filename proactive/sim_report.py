@@ -1,26 +1,44 @@
-"""The simulator's report: invariants checked from what the channel actually received.
+"""The simulator's report: invariants checked from the raw send log, by code of its own.
 
-Violations are computed independently of the engine's own bookkeeping: every message the
-channel saw is mapped back to its item and checked against the user's quiet hours (in the
-user's zone at that instant) and the quotas (per user-local day; global per UTC day). Also
-counted: duplicate sends (one idempotency key seen twice) and items left claimed but never
-finished. `render_text` and `render_html` (inline SVG, no external assets) present it.
+Every message the channel received (time, idempotency key) is mapped back to its item and its
+user's zone and settings, then checked with this module's own wall-clock arithmetic —
+`datetime.fromtimestamp(t, ZoneInfo(zone))`, nothing from `proactive/policy.py` — so a bug in
+the policy's time helpers shows up as a violation instead of agreeing with itself:
+
+- quiet hours: a send inside the user's quiet window (their own setting, or the configured
+  default), unless it is a reminder the user asked for at that exact time;
+- quotas: more gated sends (everything but user-requested reminders) to one user in one of
+  their local calendar days than `per_user_daily`, or to everyone in one UTC day than
+  `global_daily`;
+- spacing: a gated send less than `min_spacing` after the same user's previous message of any
+  kind (the rule the engine applies; reminders themselves are never held back);
+- duplicates (one idempotency key twice) and items left claimed or delivering.
+
+Also: how sends bunch per user (most in any 60 minutes, the smallest gap between two gated
+sends, as a minimum over users and its 5th percentile), the share of gated sends in the first
+hour after quiet hours, sends per local hour and per day (gated and reminders apart), and
+engagement per day. `render_text` prints it; `proactive/sim_html.py` draws it.
 """
 
 from __future__ import annotations
 
-import html
+import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from proactive.policy import DAY_MS, PolicyConfig, in_quiet_hours, local, user_prefs
+from proactive.policy import PolicyConfig
 from vault.db import Vault
 from vault.proactive.log import ProactiveLog
 from vault.proactive.report import ProactiveReport, ReportItem
 from vault.proactive.store import TERMINAL, TRIGGER_TYPES
 
 INTENT_OUTCOMES = tuple(status.value for status in TERMINAL)
+DAY = 86_400_000
+MINUTE = 60_000
 
 
 @dataclass(slots=True)
@@ -45,42 +63,133 @@ async def _items(report: ProactiveReport) -> dict[str, ReportItem]:
     return {f"proactive:{i.source}:{i.id}": i for i in await report.items()}
 
 
+def quiet_window(item: ReportItem, policy: PolicyConfig) -> tuple[int, int] | None:
+    """The user's quiet hours, read from their settings here (not by the policy's parser)."""
+    own = item.settings.get("quiet_hours")
+    if own == "off":
+        return None
+    if isinstance(own, list) and len(own) == 2:
+        start, end = int(own[0]), int(own[1])
+    else:
+        start, end = policy.quiet_start, policy.quiet_end
+    return None if start == end else (start, end)
+
+
+def is_quiet(hour: int, window: tuple[int, int] | None) -> bool:
+    if window is None:
+        return False
+    start, end = window
+    if start < end:
+        return start <= hour < end
+    return hour >= start or hour < end
+
+
+def percentile(values: list[int], share: float) -> int | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
 @dataclass
 class Tally:
-    """What the channel received, checked against quiet hours and quotas independently."""
+    """What the channel received, checked against quiet hours, quotas and spacing."""
 
     quiet_violations: int = 0
     quota_violations: int = 0
+    spacing_violations: int = 0
+    gated: int = 0
+    reminders: int = 0
     max_per_user_day: int = 0
-    per_hour: list[int] = field(default_factory=lambda: [0] * 24)
-    per_day: list[int] = field(default_factory=list)
+    max_per_user_hour: int = 0
+    max_gated_per_user_hour: int = 0
+    first_hour_after_quiet: int = 0
+    min_gaps: list[int] = field(default_factory=list)  # per user: smallest gated gap, minutes
+    gap_counts: Counter[str] = field(default_factory=Counter)
+    per_hour: dict[str, list[int]] = field(default_factory=dict)
+    per_day: dict[str, list[int]] = field(default_factory=dict)
+
+
+GAP_BUCKETS = ((90, "< 90 min"), (120, "90–119 min"), (180, "2–3 h"), (360, "3–6 h"),
+               (720, "6–12 h"), (1440, "12–24 h"), (math.inf, "≥ 24 h"))  # fmt: skip
+
+
+def _gap_bucket(minutes: float) -> str:
+    return next(label for bound, label in GAP_BUCKETS if minutes < bound)
+
+
+def _most_within(times: list[int], span_ms: int) -> int:
+    """The most of these (sorted) times inside any window of `span_ms`."""
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= span_ms:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
 
 
 def tally(
     sends: list[Send], items: dict[str, ReportItem], policy: PolicyConfig, start_ms: int,
     days: int,
 ) -> Tally:  # fmt: skip
-    result = Tally(per_day=[0] * days)
+    result = Tally(
+        per_hour={"gated": [0] * 24, "reminders": [0] * 24},
+        per_day={"gated": [0] * days, "reminders": [0] * days},
+    )
+    zones: dict[str, ZoneInfo] = {}
     per_user_day: Counter[tuple[int, str]] = Counter()
     per_utc_day: Counter[int] = Counter()
-    for send in sends:
+    by_user: dict[int, list[tuple[int, bool]]] = {}
+    # Stable: sends at the same instant keep the channel's order (one user's sends are
+    # sequential in the engine, so their order is the same in every run).
+    for send in sorted(sends, key=lambda s: s.at_ms):
         item = items[send.key]
-        prefs = user_prefs(item.timezone, item.settings, policy)
-        exempt = item.kind == "user_reminder" and item.exact_time
-        if not exempt and in_quiet_hours(send.at_ms, prefs.zone, prefs.quiet):
+        zone = zones.setdefault(item.timezone or policy.default_timezone,
+                                ZoneInfo(item.timezone or policy.default_timezone))  # fmt: skip
+        wall = datetime.fromtimestamp(send.at_ms / 1000, zone)
+        reminder = item.kind == "user_reminder"
+        window = quiet_window(item, policy)
+        if is_quiet(wall.hour, window) and not (reminder and item.exact_time):
             result.quiet_violations += 1
-        at = local(send.at_ms, prefs.zone)
-        result.per_hour[at.hour] += 1
-        index = (send.at_ms - start_ms) // DAY_MS
-        if 0 <= index < days:
-            result.per_day[index] += 1
-        if item.kind != "user_reminder":  # reminders are exempt from the quotas
-            per_user_day[(item.user_pk, at.date().isoformat())] += 1
-            per_utc_day[send.at_ms // DAY_MS] += 1
+        kind = "reminders" if reminder else "gated"
+        result.per_hour[kind][wall.hour] += 1
+        day = (send.at_ms - start_ms) // DAY
+        if 0 <= day < days:
+            result.per_day[kind][day] += 1
+        by_user.setdefault(item.user_pk, []).append((send.at_ms, reminder))
+        if reminder:  # reminders the user asked for are exempt from quotas and spacing
+            result.reminders += 1
+            continue
+        result.gated += 1
+        if window is not None and wall.hour == window[1]:
+            result.first_hour_after_quiet += 1
+        per_user_day[(item.user_pk, wall.date().isoformat())] += 1
+        per_utc_day[send.at_ms // DAY] += 1
     result.quota_violations = sum(n > policy.per_user_daily for n in per_user_day.values())
     result.quota_violations += sum(n > policy.global_daily for n in per_utc_day.values())
     result.max_per_user_day = max(per_user_day.values(), default=0)
+    for user_sends in by_user.values():
+        _per_user(result, user_sends, policy)
     return result
+
+
+def _per_user(result: Tally, sends: list[tuple[int, bool]], policy: PolicyConfig) -> None:
+    """Spacing and bunching for one user's sends (time order)."""
+    times = [at for at, _ in sends]
+    gated = [at for at, reminder in sends if not reminder]
+    result.max_per_user_hour = max(result.max_per_user_hour, _most_within(times, 3_600_000))
+    result.max_gated_per_user_hour = max(
+        result.max_gated_per_user_hour, _most_within(gated, 3_600_000)
+    )
+    for (before, _), (at, reminder) in itertools.pairwise(sends):
+        if not reminder and at - before < policy.min_spacing_ms:
+            result.spacing_violations += 1
+    gaps = [(b - a) / MINUTE for a, b in itertools.pairwise(gated)]
+    for gap in gaps:
+        result.gap_counts[_gap_bucket(gap)] += 1
+    if gaps:
+        result.min_gaps.append(int(min(gaps)))
 
 
 async def build_report(
@@ -94,89 +203,110 @@ async def build_report(
     policy: PolicyConfig,
     plog: ProactiveLog,
     now_ms: int,
+    gate_tool_calls: int = 0,
 ) -> dict[str, Any]:
     report = ProactiveReport(vault)
     checked = tally(sends, await _items(report), policy, start_ms, days)
     keys = [s.key for s in sends]
     intents = await report.counts("intent", "status")
-    deferred = await report.deferred_intents()
-    non_terminal = await report.unfinished()
     rate = await plog.engagement_rate(None, now_ms)
     by_type = await report.counts("trigger", "kind")
+    engaged_per_day = {"sent": [0] * days, "engaged": [0] * days}
+    for at, engaged in await report.engagement():
+        day = (at - start_ms) // DAY
+        if 0 <= day < days:
+            engaged_per_day["sent"][day] += 1
+            engaged_per_day["engaged"][day] += engaged
+    gated = checked.gated
+    busiest = max(checked.per_hour["gated"], default=0)
     return {
         "users": len(sim_users),
         "days": days,
         "seed": seed,
         "zones": len({u.zone for u in sim_users}),
+        "start": datetime.fromtimestamp(start_ms / 1000, UTC).isoformat(),
+        "settings": {
+            "quiet_hours": [policy.quiet_start, policy.quiet_end],
+            "per_user_daily": policy.per_user_daily,
+            "global_daily": policy.global_daily,
+            "min_spacing_minutes": policy.min_spacing_ms / MINUTE,
+            "release_window_minutes": policy.release_window_ms / MINUTE,
+        },
         "intents": {
             "registered": sum(intents.values()),
             **{k: intents.get(k, 0) for k in INTENT_OUTCOMES},
-            "deferred": deferred,
+            "deferred": await report.deferred_intents(),
             "pending_at_end": intents.get("pending", 0),
         },
         "triggers": {t: by_type.get(t, 0) for t in TRIGGER_TYPES},
         "trigger_outcomes": await report.counts("trigger", "status"),
+        "gate_tool_calls": gate_tool_calls,
         "messages_sent": len(sends),
+        "gated_sends": gated,
+        "reminder_sends": checked.reminders,
         "quiet_hour_violations": checked.quiet_violations,
         "quota_violations": checked.quota_violations,
+        "spacing_violations": checked.spacing_violations,
         "duplicates": len(keys) - len(set(keys)),
-        "non_terminal": non_terminal,
+        "non_terminal": await report.unfinished(),
         "max_sends_per_user_local_day": checked.max_per_user_day,
+        "max_sends_per_user_hour": checked.max_per_user_hour,
+        "max_gated_sends_per_user_hour": checked.max_gated_per_user_hour,
+        "min_gap_minutes_per_user": {
+            "min": min(checked.min_gaps, default=None),
+            "p5": percentile(checked.min_gaps, 0.05),
+            "users": len(checked.min_gaps),
+        },
+        "gated_gap_minutes": {label: checked.gap_counts[label] for _, label in GAP_BUCKETS},
+        "first_hour_after_quiet_share": round(checked.first_hour_after_quiet / gated, 4)
+        if gated
+        else None,
+        "max_local_hour_share": round(busiest / gated, 4) if gated else None,
         "engagement_rate": None if rate is None else round(rate, 4),
+        "engagement_per_day": engaged_per_day,
         "sends_per_local_hour": checked.per_hour,
         "sends_per_day": checked.per_day,
     }
 
 
+VIOLATIONS = (
+    "quiet_hour_violations",
+    "quota_violations",
+    "spacing_violations",
+    "duplicates",
+    "non_terminal",
+)
+
+
 def render_text(r: dict[str, Any]) -> str:
-    i = r["intents"]
+    i, g = r["intents"], r["min_gap_minutes_per_user"]
     rate = "n/a" if r["engagement_rate"] is None else f"{r['engagement_rate']:.1%}"
+
+    def share(key: str) -> str:
+        return "n/a" if r[key] is None else f"{r[key]:.1%}"
+
+    s = r["settings"]
     return "\n".join([
         f"Simulated {r['users']} users over {r['days']} days in {r['zones']} time zones "
-        f"(seed {r['seed']})",
+        f"(seed {r['seed']}); spacing {s['min_spacing_minutes']:g} min, release window "
+        f"{s['release_window_minutes']:g} min, quotas {s['per_user_daily']}/user-day and "
+        f"{s['global_daily']}/day",
         f"Intents: {i['registered']} registered — {i['sent']} sent, {i['skipped']} skipped, "
         f"{i['expired']} expired, {i['cancelled']} cancelled, {i['failed']} failed, "
         f"{i['uncertain']} uncertain; {i['deferred']} deferred at least once; "
         f"{i['pending_at_end']} still pending",
         "Triggers: " + ", ".join(f"{k} {v}" for k, v in r["triggers"].items()),
-        f"Messages sent: {r['messages_sent']}; engagement rate {rate}",
-        f"Max sends per user-local day: {r['max_sends_per_user_local_day']}",
+        f"Messages sent: {r['messages_sent']} ({r['gated_sends']} gated, "
+        f"{r['reminder_sends']} user-requested reminders); engagement rate {rate}; "
+        f"gate tool calls {r['gate_tool_calls']}",
+        f"Per user: at most {r['max_sends_per_user_local_day']} gated a local day, "
+        f"{r['max_sends_per_user_hour']} in any hour ({r['max_gated_sends_per_user_hour']} "
+        f"gated); smallest gap between two gated sends {g['min']} min (p5 {g['p5']} min, "
+        f"{g['users']} users)",
+        f"Gated sends in the first hour after quiet hours: "
+        f"{share('first_hour_after_quiet_share')}; busiest local hour: "
+        f"{share('max_local_hour_share')}",
         f"Invariants: quiet-hour violations {r['quiet_hour_violations']}, quota violations "
-        f"{r['quota_violations']}, duplicates {r['duplicates']}, non-terminal "
-        f"{r['non_terminal']}",
+        f"{r['quota_violations']}, spacing violations {r['spacing_violations']}, duplicates "
+        f"{r['duplicates']}, non-terminal {r['non_terminal']}",
     ])  # fmt: skip
-
-
-def _bars(title: str, labels: list[str], values: list[int]) -> str:
-    width, height, pad = 640, 200, 30
-    top = max(values, default=0) or 1
-    bar = (width - 2 * pad) / max(len(values), 1)
-    parts = [f'<h2>{html.escape(title)}</h2><svg xmlns="http://www.w3.org/2000/svg" '
-             f'width="{width}" height="{height + 40}" role="img">']  # fmt: skip
-    for n, (label, value) in enumerate(zip(labels, values, strict=True)):
-        h = (height - pad) * value / top
-        x = pad + n * bar
-        parts.append(
-            f'<rect x="{x:.1f}" y="{height - h:.1f}" width="{bar * 0.8:.1f}" height="{h:.1f}" '
-            f'fill="#4a7bd0"><title>{html.escape(label)}: {value}</title></rect>'
-            f'<text x="{x + bar * 0.4:.1f}" y="{height + 14}" font-size="10" '
-            f'text-anchor="middle">{html.escape(label)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def render_html(r: dict[str, Any]) -> str:
-    outcomes = {k: v for k, v in r["intents"].items() if k in INTENT_OUTCOMES}
-    body = [
-        f"<pre>{html.escape(render_text(r))}</pre>",
-        _bars("Sends per user-local hour", [str(h) for h in range(24)],
-              r["sends_per_local_hour"]),
-        _bars("Sends per day", [f"d{d + 1}" for d in range(r["days"])], r["sends_per_day"]),
-        _bars("Intent outcomes", list(outcomes), list(outcomes.values())),
-    ]  # fmt: skip
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Iris proactive simulation"
-        "</title><style>body{font-family:sans-serif;margin:2em}</style></head><body>"
-        "<h1>Iris proactive simulation</h1>" + "".join(body) + "</body></html>"
-    )

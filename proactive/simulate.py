@@ -1,13 +1,26 @@
-"""The simulator: the real store, policy and engine on a virtual clock with synthetic users.
+"""The simulator: the real store, policy, gate loop and engine on a virtual clock.
 
 A population spread over 24 IANA zones (the window starts just before the US/Canada DST change
 of 2026-03-08, so zones cross a DST change inside any run of three days or more) writes
-messages at plausible local hours, registers follow-ups and reminders, sometimes cancels them,
-and answers proactive messages with some probability. Some users lapsed before the window
+messages at plausible local hours (07:00–23:00), registers follow-ups and reminders, sometimes
+cancels them, and answers proactive messages with some probability. The model's follow-ups
+come due later the same day, about the same time the next day, or in two to four days;
+reminders in minutes to hours, or at an exact local time (06:00–22:45) one to three days
+ahead. A tenth of the users are "busy": they write a lot and the model registers a follow-up
+for almost every message, more than the quota lets out. Some users lapsed before the window
 (dormancy and engagement-drop triggers) or left a question unanswered. A scripted gate sends,
-skips, defers or answers with a malformed marker; the channel sometimes fails or times out.
-The engine is driven tick by tick (every `step_minutes` of virtual time) and the scan on the
-`scan_cron` schedule. Everything random comes from one seed, so a seed gives one report.
+skips, defers, answers with a malformed marker, or first remembers something with the real
+memory tool; the channel sometimes fails or times out. The engine runs tick by tick every
+`step_minutes` of virtual time (several ticks when one claimed `max_per_tick` items, as the
+production poll would), the scan on the `scan_cron` schedule; virtual time jumps over steps
+where nothing is due, which changes nothing since such a tick does nothing.
+
+Everything random comes from the seed, and from keyed draws where order could vary: the
+gate's answer is a function of the item and its local time, a send's failure and the user's
+reply of its idempotency key. So the engine runs with its configured concurrency and a seed
+still gives one report (the engine runs a tick's items one by one when they could use up the
+global quota, the one place where order would decide). User events of one step are recorded
+together (their writes share a vault hop), their draws taken in order beforehand.
 
 This module wires concrete pieces (temporary vault, delivery, in-memory channel) for the
 `iris simulate` command only; the production wiring lives in `gateway/app/app.py`.
@@ -15,34 +28,35 @@ This module wires concrete pieces (temporary vault, delivery, in-memory channel)
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import random
 import tempfile
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
+from gateway.agent.memory_tools import memory_tools
+from gateway.agent.tools import ToolRegistry
 from gateway.core.clock import ManualClock
-from gateway.core.errors import DeliveryPermanent, DeliveryUncertain
-from gateway.core.llm import LLMRequest, LLMResponse, TextPart, ToolCall
-from gateway.core.messages import ChatRef, Inbound, Outbound, SentReceipt, UserRef
+from gateway.core.messages import ChatRef, Inbound, Outbound, UserRef
 from gateway.turns.delivery import Delivery
-from proactive.engine import Engine, EngineConfig
+from proactive.engine import Engine, EngineConfig, TickReport, next_scan
 from proactive.execute import Executor
-from proactive.gate import DECISION_TOOL
 from proactive.policy import DAY_MS, HOUR_MS, PolicyConfig
+from proactive.sim_parts import Keyed, ScriptedGate, SimChannel, no_lock
 from proactive.sim_report import Send, SimUser, build_report
-from vault.conversations import Conversations
+from proactive.tools import ProactiveTools
+from vault.conversations import Conversations, Recorded
 from vault.db import Vault
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
-from vault.proactive.log import ProactiveLog
+from vault.proactive.log import ProactiveLog, engagement_record_hook
 from vault.proactive.store import ProactiveStore
 
 START = "2026-03-06T00:00:00+00:00"
@@ -55,6 +69,9 @@ ZONES = (
     "Pacific/Chatham", "UTC",
 )  # fmt: skip
 MIN_MS = 60_000
+MAX_TICKS_PER_STEP = 30
+# Progress: (virtual ms done, virtual ms in all).
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,69 +81,30 @@ class SimConfig:
     seed: int = 1
     reply_probability: float = 0.4
     intent_probability: float = 0.3
-    step_minutes: float = 5.0  # virtual time between engine ticks
+    step_minutes: float = 10.0  # virtual time between engine ticks (polls)
+    # None: at least what the population could use (`per_user_daily` × users), so a cap sized
+    # for a real deployment does not turn a large synthetic run into a measurement of the cap.
+    global_daily: int | None = None
 
 
-class ScriptedGate:
-    """The `LLM` port for the simulator: decisions drawn from the seed, some malformed."""
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a user event does, drawn before the step's writes run together."""
 
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.calls = 0
-
-    async def __call__(self, request: LLMRequest, chat_key: str | None) -> LLMResponse:
-        self.calls += 1
-        roll = self.rng.random()
-        if roll < 0.04:
-            return LLMResponse(parts=(TextPart("[SKIP] not worth it"),), stop_reason="end_turn",
-                               model="sim")  # fmt: skip
-        if roll < 0.16:
-            args: dict[str, Any] = {"action": "skip", "reason": "not useful now"}
-        elif roll < 0.26:
-            args = {"action": "defer", "hours": self.rng.choice([1, 3, 6, 12])}
-        else:
-            args = {"action": "send", "message": f"Checking in ({self.calls})"}
-        return LLMResponse(parts=(ToolCall(f"s{self.calls}", DECISION_TOOL, args),),
-                           stop_reason="tool_use", model="sim")  # fmt: skip
-
-
-@dataclass
-class SimChannel:
-    """Records every send with its virtual time; fails or times out now and then."""
-
-    clock: ManualClock
-    rng: random.Random
-    name: str = "sim"
-    sends: list[tuple[int, Outbound]] = field(default_factory=list)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    def command_hint(self, command: str) -> str:
-        return f"/{command}"
-
-    async def typing(self, chat: ChatRef) -> None:
-        return None
-
-    async def run(self, on_inbound: Any) -> None:  # never started by the simulator
-        return None
-
-    async def send(self, out: Outbound) -> SentReceipt:
-        roll = self.rng.random()
-        if roll < 0.01:
-            raise DeliveryPermanent("simulated: chat gone")
-        self.sends.append((self.clock.now_ms(), out))
-        if roll < 0.02:
-            raise DeliveryUncertain("simulated: timeout after the request left")
-        return SentReceipt(platform_message_ids=(str(len(self.sends)),))
+    user: SimUser
+    intent: dict[str, Any] | None = None
+    cancel: bool = False
 
 
 class Simulation:
     def __init__(self, cfg: SimConfig, policy: PolicyConfig, engine_cfg: EngineConfig) -> None:
         self.cfg = cfg
+        if cfg.global_daily is not None:
+            policy = replace(policy, global_daily=cfg.global_daily)
+        else:
+            policy = replace(
+                policy, global_daily=max(policy.global_daily, policy.per_user_daily * cfg.users)
+            )
         self.policy = policy
         self.engine_cfg = engine_cfg
         self.rng = random.Random(cfg.seed)
@@ -140,75 +118,141 @@ class Simulation:
     def at(self, when: int, kind: str, user: int) -> None:
         heapq.heappush(self.events, (when, next(self._seq), kind, user))
 
-    async def run(self) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="iris-sim-") as tmp:
+    async def run(self, progress: Progress | None = None) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="iris-sim-", dir=_scratch_dir()) as tmp:
             async with Vault(Path(tmp) / "sim.db") as vault:
                 await migrate(vault)
-                return await self._run(vault)
+                return await self._run(vault, progress or (lambda done, total: None))
 
-    async def _run(self, vault: Vault) -> dict[str, Any]:
+    def _executor(self, vault: Vault, delivery: Delivery) -> Executor:
+        memories = Memories(vault)
+        tools = ToolRegistry()
+        tools.register(*memory_tools(memories))
+        tools.register(
+            *ProactiveTools(store=self.store, plog=self.plog, policy=self.policy,
+                            default_confidence=0.8).tools()
+        )  # fmt: skip
+        self.gate = ScriptedGate(self.cfg.seed + 1)
+        return Executor(
+            store=self.store, plog=self.plog, memories=memories, call_model=self.gate,
+            deliver=delivery.deliver_pending, chat_lock=no_lock, clock=self.clock,
+            policy=self.policy, rng=random.Random(self.cfg.seed + 3), tools=tools.proactive(),
+        )  # fmt: skip
+
+    async def _run(self, vault: Vault, progress: Progress) -> dict[str, Any]:
         self.conversations = Conversations(vault)
         self.store = ProactiveStore(vault)
         self.plog = ProactiveLog(vault)
-        channel = SimChannel(self.clock, random.Random(self.cfg.seed + 2))
+        self.channel = channel = SimChannel(self.clock, self.cfg.seed + 2)
         delivery = Delivery(outbox=Outbox(vault), channels={"sim": channel}, clock=self.clock)
-        executor = Executor(
-            store=self.store, plog=self.plog, memories=Memories(vault),
-            call_model=ScriptedGate(random.Random(self.cfg.seed + 1)),
-            deliver=delivery.deliver_pending, chat_lock=_no_lock, clock=self.clock,
-            policy=self.policy, rng=random.Random(self.cfg.seed + 3),
-        )  # fmt: skip
-        # One item at a time: the gate script and the jitter draw in processing order, so
-        # only a sequential run is reproducible from the seed.
-        engine = Engine(vault=vault, store=self.store, executor=executor, clock=self.clock,
-                        config=replace(self.engine_cfg, concurrency=1), name="sim")  # fmt: skip
+        engine = Engine(vault=vault, store=self.store, executor=self._executor(vault, delivery),
+                        clock=self.clock, config=self.engine_cfg, name="sim")  # fmt: skip
         await self._populate()
         step = int(self.cfg.step_minutes * MIN_MS)
-        cron = croniter(self.engine_cfg.scan_cron, datetime.fromtimestamp(self.start / 1000, UTC))
-        next_scan = int(cron.get_next(float) * 1000)
+        zone = ZoneInfo(self.engine_cfg.scan_timezone)
+        next_scan_at, last_scan = next_scan(self.engine_cfg.scan_cron, zone, self.start, None)
         seen = 0
-        while self.clock.now_ms() < self.end:
-            now = self.clock.now_ms()
-            while self.events and self.events[0][0] <= now:
-                _, _, kind, user = heapq.heappop(self.events)
-                await self._event(kind, self.users[user])
-            if now >= next_scan:
-                await engine.scan()
-                next_scan = int(cron.get_next(float) * 1000)
-            await engine.tick()
-            for _, out in channel.sends[seen:]:
-                self._maybe_reply(out)
-            seen = len(channel.sends)
-            self.clock.advance(step / 1000)
+        # When the next item is due, as an idle tick read it (and new intents moved it): until
+        # then a tick would do nothing, so none runs, and the clock skips steps without events.
+        due: int | None = None
+        known = False
+        while (now := self.clock.now_ms()) < self.end:
+            progress(now - self.start, self.end - self.start)
+            scan = now >= next_scan_at
+            tick = scan or not known or (due is not None and due <= now)
+            report = None
+            if tick and not scan:
+                # The step's events and its tick side by side: the events' writes are queued
+                # before the tick's claim (it reads first), and nothing they register is due
+                # at once (10 minutes at least), so the outcome is the same as one after the
+                # other. With a scan, everything waits its turn: the scan reads the messages.
+                registered, report = await asyncio.gather(
+                    self._step_events(now), self._tick(engine)
+                )
+            else:
+                registered = await self._step_events(now)
+                if scan:
+                    await engine.scan()
+                    next_scan_at, last_scan = next_scan(
+                        self.engine_cfg.scan_cron, zone, now, last_scan
+                    )
+                    report = await self._tick(engine)
+            if report is not None:
+                known, due = report.claimed == 0, report.next_due_ms
+                # Replies are drawn per message, in key order: the order of sends within a
+                # tick depends on timing, the replies must not.
+                for _, out in sorted(channel.sends[seen:], key=lambda s: s[1].idempotency_key):
+                    self._maybe_reply(out)
+                seen = len(channel.sends)
+            for at in registered:
+                due = at if due is None else min(due, at)
+            self.clock.set(self._next_step(now, step, next_scan_at, due, known))
+        progress(self.end - self.start, self.end - self.start)
         return await build_report(
             vault, seed=self.cfg.seed, days=self.cfg.days, start_ms=self.start,
             sim_users=self.users, sends=[Send(t, o.idempotency_key) for t, o in channel.sends],
             policy=self.policy, plog=self.plog, now_ms=self.clock.now_ms(),
+            gate_tool_calls=self.gate.tool_calls,
         )  # fmt: skip
 
+    async def _tick(self, engine: Engine) -> TickReport:
+        """What the production poll does within one step: ticks until one claims less than
+        `max_per_tick`."""
+        for _ in range(MAX_TICKS_PER_STEP):
+            report = await engine.tick()
+            if report.claimed < self.engine_cfg.max_per_tick:
+                break
+        return report
+
+    def _next_step(
+        self, now: int, step: int, next_scan_at: int, due: int | None, known: bool
+    ) -> int:
+        """The next step boundary at which anything can happen (an event, a due item, a scan);
+        the next one when the next due time is not known (a tick ran items)."""
+        if not known:
+            return now + step
+        soonest = min(next_scan_at, self.end)
+        if self.events:
+            soonest = min(soonest, self.events[0][0])
+        if due is not None:
+            soonest = min(soonest, due)
+        steps = max(1, -(-(soonest - now) // step))
+        return now + steps * step
+
     async def _populate(self) -> None:
+        writes: list[tuple[SimUser, int]] = []
+        questions: list[tuple[SimUser, int]] = []
         for n in range(self.cfg.users):
             zone = ZONES[n % len(ZONES)]
             user = SimUser(index=n, name=f"user{n}", zone=zone, pk=0, chat_pk=0)
             self.users.append(user)
             profile = self.rng.random()
-            if profile < 0.15:  # lapsed: daily for five weeks, silent for the last eight days
-                for day in range(8, 43):
-                    await self._write(user, self.start - day * DAY_MS - self._hour())
+            if profile < 0.15:  # lapsed: every other day for 5 weeks, silent for the last 8 days
+                for day in range(8, 43, 2):
+                    writes.append((user, self.start - day * DAY_MS - self._hour()))
             elif profile < 0.25:  # the assistant's question went unanswered
                 asked = self.start - 30 * HOUR_MS
-                await self._write(user, asked - 5 * MIN_MS)
-                await self.conversations.record_reply(
-                    session=user.session_pk, chat=user.chat_pk, kind="chat",
-                    text="Did the new router fix your connection?", tokens=10, now_ms=asked,
-                )  # fmt: skip
+                writes.append((user, asked - 5 * MIN_MS))
+                questions.append((user, asked))
             else:
-                await self._write(user, self.start - DAY_MS)
+                writes.append((user, self.start - DAY_MS))
             user.busy = profile >= 0.9  # writes a lot and commits to many things
             for day in range(self.cfg.days if profile >= 0.15 else 0):
                 if self.rng.random() < 0.7:
                     for _ in range(self.rng.choice((1, 1, 2, 3)) + (3 if user.busy else 0)):
                         self.at(self._local_daytime(user, day), "chat", n)
+        for at in range(0, len(writes), 512):
+            await self._write_all(writes[at : at + 512])
+        await asyncio.gather(
+            *(self.conversations.set_timezone(u.pk, u.zone) for u in self.users),
+            *(self._ask_question(u, asked) for u, asked in questions),
+        )
+
+    async def _ask_question(self, user: SimUser, at: int) -> None:
+        await self.conversations.record_reply(
+            session=user.session_pk, chat=user.chat_pk, kind="chat",
+            text="Did the new router fix your connection?", tokens=10, now_ms=at,
+        )  # fmt: skip
 
     def _hour(self) -> int:
         return self.rng.randrange(1, 20) * HOUR_MS
@@ -220,58 +264,111 @@ class Simulation:
         )
         return max(self.start, int(local.timestamp() * 1000))
 
-    async def _write(self, user: SimUser, when: int) -> None:
+    async def _write_all(self, writes: list[tuple[SimUser, int]]) -> None:
+        """Record the users' messages together (one vault hop), in order."""
+        recorded = await asyncio.gather(*(self._record(user, when) for user, when in writes))
+        for (user, _), rec in zip(writes, recorded, strict=True):
+            user.pk, user.chat_pk, user.session_pk = rec.user_pk, rec.chat_pk, rec.session_pk
+
+    async def _record(self, user: SimUser, when: int) -> Recorded:
         rec = await self.conversations.record_inbound(
             Inbound(chat=ChatRef(channel="sim", chat_id=user.name),
                     user=UserRef(channel="sim", user_id=user.name), text="hi",
                     message_id=f"{user.name}:{when}"),
-            kind="chat", tokens=1, now_ms=when,
+            kind="chat", tokens=1, now_ms=when, hooks=(engagement_record_hook,),
         )  # fmt: skip
         assert rec is not None  # no dedupe keys were given, so it is never a duplicate
-        if not user.pk:
-            user.pk, user.chat_pk = rec.user_pk, rec.chat_pk
-            await self.conversations.set_timezone(rec.user_pk, user.zone)
-        user.session_pk = rec.session_pk
+        return rec
 
-    async def _event(self, kind: str, user: SimUser) -> None:
-        now = self.clock.now_ms()
-        await self._write(user, now)
-        await self.plog.mark_engaged(user.pk, now)
+    async def _step_events(self, now: int) -> list[int]:
+        """Run the events due by `now`; return when the follow-ups they registered are due."""
+        plans: list[Plan] = []
+        while self.events and self.events[0][0] <= now:
+            _, _, kind, index = heapq.heappop(self.events)
+            plans.append(self._plan(kind, self.users[index]))
+        if not plans:
+            return []
+        # The messages and the follow-ups they lead to are written together (one hop); every
+        # user wrote before the window, so their ids are known.
+        with_intent = [p for p in plans if p.intent is not None]
+        records = asyncio.gather(*(self._record(p.user, now) for p in plans))
+        registered = asyncio.gather(
+            *(
+                self.store.add_intent(chat=p.user.chat_pk, user=p.user.pk, now_ms=now, **p.intent)
+                for p in with_intent
+                if p.intent is not None
+            )
+        )
+        _, ids = await asyncio.gather(records, registered)
+        await asyncio.gather(
+            *(
+                self.store.cancel_intent(p.user.pk, intent, now)
+                for p, intent in zip(with_intent, ids, strict=True)
+                if p.cancel
+            )
+        )
+        return [p.intent["execute_at"] for p in with_intent if p.intent is not None]
+
+    def _plan(self, kind: str, user: SimUser) -> Plan:
         chance = 0.9 if user.busy else self.cfg.intent_probability
         if kind != "chat" or self.rng.random() >= chance:
-            return
+            return Plan(user)
+        now = self.clock.now_ms()
         reminder = self.rng.random() < 0.2
-        exact = reminder and self.rng.random() < 0.5
-        delay = self.rng.randrange(30, 48 * 60) * MIN_MS
-        intent = await self.store.add_intent(
-            chat=user.chat_pk, user=user.pk, what="follow up on the plan", why="user committed",
-            confidence=round(self.rng.uniform(0.3, 1.0), 2),
-            kind="user_reminder" if reminder else "ai", exact_time=exact,
-            execute_at=now + delay, now_ms=now,
-        )  # fmt: skip
-        if self.rng.random() < 0.05:
-            await self.store.cancel_intent(user.pk, intent, now)
+        exact = reminder and self.rng.random() < 0.4
+        if exact:
+            at = self._wall_time(user, now)
+        elif reminder:  # "remind me in 20 minutes / in 3 hours"
+            at = now + self.rng.randrange(10, 8 * 60) * MIN_MS
+        else:
+            at = now + self._follow_up_delay()
+        intent = {
+            "what": "follow up on the plan",
+            "why": "user committed",
+            "confidence": round(self.rng.uniform(0.3, 1.0), 2),
+            "kind": "user_reminder" if reminder else "ai",
+            "exact_time": exact,
+            "execute_at": at,
+        }
+        return Plan(user, intent, cancel=self.rng.random() < 0.05)
+
+    def _follow_up_delay(self) -> int:
+        """When the model follows up: later today (30%), about this time tomorrow (50%), or in
+        two to four days (20%)."""
+        roll = self.rng.random()
+        if roll < 0.3:
+            return self.rng.randrange(60, 6 * 60) * MIN_MS
+        if roll < 0.8:
+            return self.rng.randrange(22 * 60, 26 * 60) * MIN_MS
+        days = self.rng.randrange(2, 5)
+        return (days * 24 * 60 + self.rng.randrange(-120, 120)) * MIN_MS
+
+    def _wall_time(self, user: SimUser, now: int) -> int:
+        """A reminder for an exact local time ("tomorrow at 9:30"): one to three days ahead,
+        mostly in the day, now and then early or late (6:00–22:45)."""
+        zone = ZoneInfo(user.zone)
+        day = datetime.fromtimestamp(now / 1000, zone) + timedelta(days=self.rng.randrange(1, 4))
+        wall = day.replace(hour=self.rng.randrange(6, 23), minute=self.rng.choice((0, 15, 30, 45)),
+                           second=0, microsecond=0)  # fmt: skip
+        return int(wall.timestamp() * 1000)
 
     def _maybe_reply(self, out: Outbound) -> None:
         user = self.users[int(out.chat.chat_id.removeprefix("user"))]
-        if self.rng.random() < self.cfg.reply_probability:
-            self.at(self.clock.now_ms() + self.rng.randrange(5, 600) * MIN_MS, "reply", user.index)
+        rng = Keyed(self.cfg.seed, "reply", out.idempotency_key)
+        if rng.random() < self.cfg.reply_probability:
+            self.at(self.clock.now_ms() + rng.randrange(5, 600) * MIN_MS, "reply", user.index)
 
 
-class _NoLock:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-def _no_lock(key: str) -> _NoLock:
-    """The simulator has no concurrent turns: no chat lock is needed."""
-    return _NoLock()
+def _scratch_dir() -> str | None:
+    """Where the throwaway vault goes: memory-backed /dev/shm where there is one."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
 
 
 async def simulate(
-    cfg: SimConfig, policy: PolicyConfig, engine_cfg: EngineConfig
+    cfg: SimConfig,
+    policy: PolicyConfig,
+    engine_cfg: EngineConfig,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    return await Simulation(cfg, policy, engine_cfg).run()
+    return await Simulation(cfg, policy, engine_cfg).run(progress)

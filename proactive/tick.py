@@ -2,7 +2,9 @@
 
 Reading the quota counts and the engagement rate for every item costs a vault round trip each;
 a tick reads them once (the counts for all of its users in one query) and keeps the counts up
-to date in memory as its own items start and fail deliveries. A user's memories and
+to date in memory as its own items start and fail deliveries. The same send times give the
+user's last proactive message, for the spacing: they are read back far enough to cover both
+the user's local day and the spacing window. A user's memories and
 engagement rate are read once per tick (the chat's recent messages are not cached: they
 change as the tick's own messages go out). These numbers only steer the
 policy and the gate's prompt: the quota is enforced inside the transaction that writes the
@@ -30,8 +32,17 @@ class TickCache:
     _rates: dict[int, float | None] = field(default_factory=dict)
     _memories: dict[int, list[str]] = field(default_factory=dict)
 
+    def seed(
+        self, *, since_ms: int, sends: dict[int, list[int]], global_since_ms: int, global_sends: int
+    ) -> None:
+        """Counts read with the claim: every user's sends since `since_ms`, everyone's since
+        the UTC day's start (`prefetch` then reads only what they do not cover)."""
+        for user, times in sends.items():
+            self._remember(user, since_ms, times)
+        self._global_since, self._global = global_since_ms, global_sends
+
     async def prefetch(self, since_by_user: Iterable[tuple[int, int]]) -> None:
-        """Load the counted sends of every (user, local-day start) in one read."""
+        """Load the counted sends of every (user, since) in one read."""
         wanted = dict(since_by_user)
         missing = [u for u, since in wanted.items() if self._floor.get(u, since + 1) > since]
         if not missing:
@@ -46,15 +57,28 @@ class TickCache:
             self._floor[user] = floor
             self._sends[user] = times
 
-    async def counts(self, user: int, user_since_ms: int, global_since_ms: int) -> QuotaCounts:
+    async def counts(
+        self, user: int, *, day_start_ms: int, since_ms: int, global_since_ms: int
+    ) -> QuotaCounts:
+        """The user's sends since their local `day_start_ms`, everyone's since the UTC day's
+        start, and the user's last send at or after `since_ms` (the earlier of the day start
+        and the spacing window's start)."""
+        await self.global_today(global_since_ms)
+        since = min(since_ms, day_start_ms)
+        if self._floor.get(user, since + 1) > since:
+            found = await self.plog.send_times([user], since)
+            self._remember(user, since, found[user])
+        sends = self._sends[user]
+        mine = sum(1 for at in sends if at >= day_start_ms)
+        return QuotaCounts(user_today=mine, global_today=self._global,
+                           last_send_ms=max(sends, default=None))  # fmt: skip
+
+    async def global_today(self, global_since_ms: int) -> int:
+        """Quota-counted sends of everyone since `global_since_ms` (the UTC day's start)."""
         if self._global_since != global_since_ms:
             self._global = await self.plog.sends_since(user=None, since_ms=global_since_ms)
             self._global_since = global_since_ms
-        if self._floor.get(user, user_since_ms + 1) > user_since_ms:
-            found = await self.plog.send_times([user], user_since_ms)
-            self._remember(user, user_since_ms, found[user])
-        mine = sum(1 for at in self._sends[user] if at >= user_since_ms)
-        return QuotaCounts(user_today=mine, global_today=self._global)
+        return self._global
 
     def started(self, user: int, sent_at: int) -> None:
         """One of this tick's items wrote its log row (it counts from now on)."""
@@ -70,6 +94,12 @@ class TickCache:
             sends.remove(sent_at)
         if self._global_since is not None and sent_at >= self._global_since:
             self._global = max(0, self._global - 1)
+
+    def rate_known(self, user: int) -> bool:
+        return user in self._rates
+
+    def memories_known(self, user: int) -> bool:
+        return user in self._memories
 
     async def memories(self, user: int, load: Callable[[int], Awaitable[list[str]]]) -> list[str]:
         if user not in self._memories:

@@ -1,9 +1,11 @@
 """The model's proactive tools, scoped by the gateway to the current chat and user.
 
 `proactive_intent` registers a follow-up (or a reminder the user asked for) for *this* chat;
-`proactive_cancel`, `proactive_list` and `proactive_quota` act on the current user's rows only —
-the model never passes a user id, so no conversation can touch someone else's follow-ups.
-Admin chats also get `proactive_scan`, `proactive_execute` and `proactive_engage`.
+`proactive_cancel`, `proactive_list`, `proactive_quota` and `proactive_engage` act on the
+current user's rows only — the model never passes a user id, so no conversation can touch
+someone else's follow-ups. In a group chat the listing shows only what belongs to that chat
+(the rest is between the user and Iris). Admin chats also get `proactive_scan` and
+`proactive_execute`. Every tool but the admin ones is also offered to the proactive gate.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from gateway.agent.tools import Tool
 from gateway.core.errors import ToolError
 from gateway.core.scope import Scope
 from proactive.policy import PolicyConfig, local, local_day_start_ms, user_prefs
-from vault.proactive.log import Overview, ProactiveLog
+from vault.proactive.log import ENGAGEMENT_WINDOW_MS, Overview, ProactiveLog
 from vault.proactive.scan import ScanResult
 from vault.proactive.store import ProactiveStore
 
@@ -46,7 +48,7 @@ class IntentArgs(BaseModel):
 
 
 class IdArgs(BaseModel):
-    id: int = Field(ge=1)
+    id: int = Field(ge=1, le=2**63 - 1)  # beyond SQLite's integers no row has it
 
 
 class NoArgs(BaseModel):
@@ -84,16 +86,20 @@ class ProactiveTools:
     def tools(self) -> list[Tool]:
         tools = [
             Tool("proactive_intent", "Schedule a follow-up message to this user (or a reminder "
-                 "they asked for).", IntentArgs, self.intent),
+                 "they asked for).", IntentArgs, self.intent, proactive=True),
             Tool("proactive_cancel", "Cancel one of this user's pending follow-ups by id.",
-                 IdArgs, self.cancel),
-            Tool("proactive_list", "List this user's pending follow-ups.", NoArgs, self.listing),
+                 IdArgs, self.cancel, proactive=True),
+            Tool("proactive_list", "List this user's pending follow-ups, pending check-ins and "
+                 "recent proactive messages (with the ids the other tools take).", NoArgs,
+                 self.listing, proactive=True),
             Tool("proactive_quota", "Proactive quota left today and engagement rate.", NoArgs,
-                 self.quota),
+                 self.quota, proactive=True),
+            Tool("proactive_engage", "Record that the user responded to one of your proactive "
+                 "messages (id from proactive_list or /why) somewhere the automatic rule does "
+                 "not see: it only counts a message in the same chat within 24 h.", IdArgs,
+                 self.engage, proactive=True),
             Tool("proactive_execute", "Admin: run a pending follow-up at the next tick.", IdArgs,
                  self.execute, admin_only=True),
-            Tool("proactive_engage", "Admin: mark a proactive log entry as engaged.", IdArgs,
-                 self.engage, admin_only=True),
         ]  # fmt: skip
         if self.scan_fn is not None:
             tools.append(
@@ -146,15 +152,43 @@ class ProactiveTools:
         return f"Cancelled follow-up #{args.id}."
 
     async def listing(self, scope: Scope, args: NoArgs) -> str:
-        items = await self.store.pending_intents(scope.user_pk)
-        if not items:
-            return "No pending follow-ups."
+        def here(chat: int) -> bool:  # in a group, only what belongs to this chat
+            return not scope.in_group or chat == scope.chat_pk
+
         zone = user_prefs(scope.timezone, {}, self.policy).zone
-        return "\n".join(
+        intents = [i for i in await self.store.pending_intents(scope.user_pk) if here(i.chat_pk)]
+        triggers = [t for t in await self.store.pending_triggers(scope.user_pk) if here(t.chat_pk)]
+        since = scope.now_ms - 7 * 24 * 3_600_000
+        sent = await self.plog.recent(
+            scope.user_pk, since_ms=since, chat=scope.chat_pk if scope.in_group else None
+        )
+        lines = ["Pending follow-ups:" if intents else "No pending follow-ups."]
+        lines += [
             f"#{i.id} at {local(i.execute_at, zone):%Y-%m-%d %H:%M} ({i.kind}, "
             f"confidence {i.confidence:.2f}): {i.what}"
-            for i in items
-        )
+            for i in intents
+        ]
+        if triggers:
+            lines.append("Pending check-ins from the passive scan (they run through the gate):")
+            lines += [
+                f"check-in #{t.id} at {local(t.execute_at, zone):%Y-%m-%d %H:%M} "
+                f"({t.kind}): {t.what}"
+                for t in triggers
+            ]
+        if sent:
+            lines.append("Proactive messages of the last 7 days (ids for proactive_engage):")
+            for m in sent:
+                if m.engaged:
+                    state = "engaged"
+                elif scope.now_ms - m.sent_at <= ENGAGEMENT_WINDOW_MS:
+                    state = "no reply yet"
+                else:
+                    state = "no reply within 24 h"
+                lines.append(
+                    f"message #{m.id} sent {local(m.sent_at, zone):%Y-%m-%d %H:%M} ({state}): "
+                    f"{m.text[:120]}"
+                )
+        return "\n".join(lines)
 
     async def quota(self, scope: Scope, args: NoArgs) -> str:
         return await quota_line(self.plog, self.policy, scope)
@@ -166,9 +200,12 @@ class ProactiveTools:
         return f"Follow-up #{args.id} runs at the next tick (policy checks still apply)."
 
     async def engage(self, scope: Scope, args: IdArgs) -> str:
-        if not await self.plog.mark_engaged_id(args.id, scope.now_ms):
-            raise ToolError(f"no unengaged proactive log entry #{args.id}")
-        return f"Marked proactive message #{args.id} as engaged."
+        if not await self.plog.mark_engaged_id(args.id, scope.now_ms, user=scope.user_pk):
+            raise ToolError(
+                f"no proactive message #{args.id} of this user that is not yet engaged "
+                "(see proactive_list)"
+            )
+        return f"Recorded that the user engaged with proactive message #{args.id}."
 
     async def scan(self, scope: Scope, args: NoArgs) -> str:
         assert self.scan_fn is not None

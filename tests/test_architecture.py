@@ -32,6 +32,8 @@ LAYERS: dict[str, set[str]] = {
     "gateway.turns": AGENT,
     "gateway.features": TURNS,
     "gateway.analyzer": FEATURE,
+    "gateway.limits": FEATURE,
+    "gateway.knowledge": FEATURE,
     "proactive": FEATURE,
     "gateway.admin": FEATURE,
     "gateway.app": {"gateway", "channels", "proactive", "vault"},

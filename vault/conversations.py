@@ -186,6 +186,34 @@ class Conversations:
             analyzer_state=session["analyzer_state"],
         )
 
+    async def find_recorded(self, inbound: Inbound) -> Recorded | None:
+        """The ids of a user message recorded before (a replay after a restart), or None.
+        Its session is the one it was recorded in, even if a newer one is open now."""
+        ref = inbound.chat
+        row = await self.vault.fetchone(
+            """SELECT m.id AS message, m.session, m.chat, m.user, u.timezone, u.settings,
+                      s.summary, s.started_ms, s.analyzer_state
+               FROM chats c JOIN messages m ON m.chat = c.id
+               JOIN users u ON u.id = m.user JOIN sessions s ON s.id = m.session
+               WHERE c.channel = ? AND c.chat_id = ? AND c.thread_id = ?
+                 AND m.platform_id = ? AND m.role = 'user'
+               ORDER BY m.id DESC LIMIT 1""",
+            (ref.channel, ref.chat_id, ref.thread_id or "", inbound.message_id),
+        )
+        if row is None or not inbound.message_id:
+            return None
+        return Recorded(
+            user_pk=row["user"],
+            chat_pk=row["chat"],
+            session_pk=row["session"],
+            message_pk=row["message"],
+            timezone=row["timezone"],
+            settings=json.loads(row["settings"]),
+            summary=row["summary"],
+            session_started_ms=row["started_ms"],
+            analyzer_state=row["analyzer_state"],
+        )
+
     async def record_reply(
         self, *, session: int, chat: int, kind: str, text: str, tokens: int, now_ms: int
     ) -> int:
@@ -287,3 +315,17 @@ class Conversations:
                WHERE channel = ? AND chat_id = ? AND thread_id = ?""",
             (now_ms, chat.channel, chat.chat_id, chat.thread_id or ""),
         )
+
+    async def latest_dm(self, user: UserRef) -> ChatRef | None:
+        """The reachable direct-message chat `user` last wrote in (where a notice finds them)."""
+        row = await self.vault.fetchone(
+            """SELECT c.channel, c.chat_id, c.thread_id FROM messages m
+               JOIN chats c ON c.id = m.chat
+               WHERE m.user = (SELECT id FROM users WHERE channel = ? AND user_id = ?)
+                 AND c.kind = 'dm' AND c.unreachable_ms IS NULL
+               ORDER BY m.at_ms DESC LIMIT 1""",
+            (user.channel, user.user_id),
+        )
+        if row is None:
+            return None
+        return ChatRef(channel=row[0], chat_id=row[1], thread_id=row[2] or None)

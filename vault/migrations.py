@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gateway.core.errors import VaultError
 from vault.db import Vault
+from vault.schema import Migration
+from vault.schema_delivery import DELIVERY_ORDER
+from vault.schema_intake import INTAKE
+from vault.schema_knowledge import KNOWLEDGE
+from vault.schema_limits import LIMITS
+from vault.schema_pairing import PAIRING
+from vault.schema_proactive_gate import PROACTIVE_GATE
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    name: str
-    statements: Sequence[str]
 
 
 CORE = Migration(
@@ -235,7 +235,18 @@ PROACTIVE = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (CORE, ANALYZER, AUDIT, PROACTIVE)
+MIGRATIONS: tuple[Migration, ...] = (
+    CORE,
+    ANALYZER,
+    AUDIT,
+    PROACTIVE,
+    INTAKE,
+    PAIRING,
+    DELIVERY_ORDER,
+    LIMITS,
+    KNOWLEDGE,
+    PROACTIVE_GATE,
+)
 
 
 async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:

@@ -87,9 +87,76 @@ def enqueue_in(
     return OutboxRow(id=row[0], outbound=out, status=status, attempts=attempts)
 
 
+# A row still to be sent, or being sent: a later message to the same chat waits behind it.
+_OPEN = "status IN ('pending', 'sending')"
+_SAME_CHAT = "channel = ? AND chat_id = ? AND thread_id IS ?"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitingRow:
+    """A pending row with no earlier open row in its chat: the next one to send there."""
+
+    row: OutboxRow
+    next_attempt_ms: int
+    created_ms: int
+    # Delivery has handled the row already (attempted it, or queued it behind another); an
+    # untouched row was written `pending` by a component that is about to send it itself.
+    touched: bool
+
+
+BEHIND = "waiting behind an earlier message to this chat"
+
+
+def enqueue_in_order_in(
+    raw: sqlite3.Connection, out: Outbound, now_ms: int
+) -> tuple[OutboxRow, bool]:
+    """The row, ready to send (`sending`, attempt 1) — or `pending` behind an earlier open row
+    of the same chat, and True, so that it goes out after that one."""
+    chat = out.chat
+    behind = raw.execute(
+        f"SELECT 1 FROM outbox WHERE {_OPEN} AND {_SAME_CHAT} LIMIT 1",
+        (chat.channel, chat.chat_id, chat.thread_id),
+    ).fetchone()
+    row = enqueue_in(raw, out, now_ms, status="pending" if behind else "sending")
+    if behind is not None and row.created:
+        raw.execute("UPDATE outbox SET last_error = ? WHERE id = ?", (BEHIND, row.id))
+    return row, behind is not None
+
+
 class Outbox:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
+
+    async def enqueue_in_order(self, out: Outbound, now_ms: int) -> tuple[OutboxRow, bool]:
+        """`enqueue_in_order_in` in one write: (the row, whether it waits behind another)."""
+        return await self.vault.run(lambda raw: enqueue_in_order_in(raw, out, now_ms))
+
+    async def first_waiting(self, limit: int = 500) -> list[WaitingRow]:
+        """Pending rows that are first in their chat, soonest due first."""
+        rows = await self.vault.fetchall(
+            f"""SELECT {_COLUMNS}, next_attempt_ms, created_ms,
+                       attempts > 0 OR last_error IS NOT NULL AS touched
+                FROM outbox AS o
+                WHERE status = 'pending' AND NOT EXISTS (
+                    SELECT 1 FROM outbox AS p WHERE p.status IN ('pending', 'sending')
+                       AND p.channel = o.channel AND p.chat_id = o.chat_id
+                       AND p.thread_id IS o.thread_id AND p.id < o.id)
+                ORDER BY next_attempt_ms, id LIMIT ?""",
+            (limit,),
+        )
+        return [
+            WaitingRow(
+                row=_row(r),
+                next_attempt_ms=r["next_attempt_ms"],
+                created_ms=r["created_ms"],
+                touched=bool(r["touched"]),
+            )
+            for r in rows
+        ]
+
+    async def last_id(self) -> int:
+        """The newest row's id (0 when empty): rows up to it were written before now."""
+        return int(await self.vault.scalar("SELECT coalesce(max(id), 0) FROM outbox"))
 
     async def enqueue(self, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
         return await self.vault.run(lambda raw: enqueue_in(raw, out, now_ms, status=status))
@@ -136,6 +203,18 @@ class Outbox:
     async def mark_uncertain(self, row_id: int, error: str) -> None:
         await self._set(row_id, "uncertain", error)
 
+    def mark_uncertain_soon(self, row_id: int, error: str) -> None:
+        """Write-behind, for an attempt cut off mid-send (cancelled): the row, if still
+        `sending`, may have gone out. Settled, it no longer holds up its chat."""
+        self.vault.run_soon(
+            lambda raw: raw.execute(
+                """UPDATE outbox SET status = 'uncertain', last_error = ?
+                   WHERE id = ? AND status = 'sending'""",
+                (error, row_id),
+            ),
+            f"settle cancelled send #{row_id}",
+        )
+
     async def _set(self, row_id: int, status: str, error: str | None, **extra: object) -> None:
         sets = ", ".join(f"{k} = ?" for k in extra)
         sql = "UPDATE outbox SET status = ?, last_error = coalesce(?, last_error)"
@@ -161,6 +240,16 @@ class Outbox:
     async def status(self, row_id: int) -> str | None:
         value = await self.vault.scalar("SELECT status FROM outbox WHERE id = ?", (row_id,))
         return None if value is None else str(value)
+
+    async def has_key_prefix(self, prefix: str) -> bool:
+        """Whether any row's idempotency key starts with `prefix`: a turn's replies share
+        one (`gateway/turns/replies.py`), so this says whether a message was answered."""
+        found = await self.vault.scalar(
+            """SELECT 1 FROM outbox WHERE idempotency_key >= ? AND idempotency_key < ?
+               LIMIT 1""",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return found is not None
 
     async def counts(self) -> dict[str, int]:
         rows = await self.vault.fetchall("SELECT status, count(*) FROM outbox GROUP BY status")

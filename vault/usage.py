@@ -1,4 +1,5 @@
-"""Model calls: one row per request, for `/status`, admin stats and metrics.
+"""Model calls: one row per request (tokens in, out, and read from or written to the prompt
+cache), for `/status`, admin stats and metrics.
 
 Rows are buffered and written in batches: a write per model call would be a sizeable share of
 a turn's vault time, and the figures are statistics. Every read flushes first, so what is
@@ -21,6 +22,8 @@ class Call:
     output_tokens: int
     latency_ms: int
     ok: bool
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 BATCH = 64
@@ -43,6 +46,8 @@ class UsageLog:
                 call.output_tokens,
                 call.latency_ms,
                 int(call.ok),
+                call.cache_read_tokens,
+                call.cache_write_tokens,
             )
         )
         if len(self._pending) >= self._batch:
@@ -55,8 +60,9 @@ class UsageLog:
         async with self.vault.transaction() as tx:
             await tx.executemany(
                 """INSERT INTO llm_calls (at_ms, chat_key, purpose, model, input_tokens,
-                                          output_tokens, latency_ms, ok)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                                          output_tokens, latency_ms, ok, cache_read_tokens,
+                                          cache_write_tokens)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 rows,
             )
 

@@ -2,22 +2,30 @@
 
 `run()` calls `auth.test` first (a bad token is fatal), then either opens the Socket Mode
 connection (`connect_async`/`close_async`, never `start_async`) or serves `/slack/events` on the
-app's HTTP server, where Bolt verifies the signature (forged or stale -> 401, nothing runs).
-Listeners only translate (see `events.py` in this package) and hand the message to the router
-at once — the router schedules and tracks the turn, dedupes (event_id, channel+ts), authorizes
-and answers. Catch-all listeners make Bolt ack every other event, because an unhandled one gets
-a 404 that Slack keeps retrying.
+app's HTTP server. There the headers, signature and body are checked before Bolt parses
+anything (`verify.py` in this package: unsigned, forged or stale -> 401, a signed but malformed
+body -> 400, nothing runs and no traceback is logged).
+Listeners only translate (see `events.py` in this package) and hand the message to the intake,
+which saves it before Bolt acks (`process_before_response`): if the vault cannot take it,
+Bolt answers 500 and Slack redelivers. The router then schedules and tracks the turn, dedupes
+(event_id, channel+ts), authorizes and answers. An event that does not translate is saved as
+rejected and acked, never retried forever. Catch-all listeners make Bolt ack every other
+event, because an unhandled one gets a 404 that Slack keeps retrying.
 
-The slash command (`/iris <sub> [args]`) is acked immediately and its answer goes back through
+The slash command (`/iris <sub> [args]`) is acked once saved and its answer goes back through
 Bolt's `respond` (the response_url), picked by the reply's `reply_to`. Replies elsewhere are
-`chat.postMessage` in the thread; 429s are retried by the SDK after Retry-After and surface as
-`DeliveryTransient` if they persist. Every SDK and aiohttp error is mapped into our tree by
-`errors.py` in this package.
+`chat.postMessage` in the thread. The SDK retries only a connection that was never made;
+a 429 surfaces at once as `DeliveryTransient` with its Retry-After, for delivery to wait
+briefly or leave to the background resend (the SDK's own handler would sleep out any
+Retry-After inside the turn), and the SDK's retry of a dropped connection is off because
+the post may already have gone through. Every SDK and aiohttp error is mapped into our tree
+by `errors.py` in this package.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections import OrderedDict
@@ -28,10 +36,7 @@ from typing import Any, Self
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncRateLimitErrorRetryHandler,
-    async_default_handlers,
-)
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.common import ChunkProgress
@@ -42,13 +47,14 @@ from gateway.core.messages import (
     ChatRef,
     Inbound,
     Outbound,
+    RejectedInbound,
     SentReceipt,
     WebRequest,
     WebResponse,
 )
 from gateway.core.ports import InboundHandler, WebRoute
 
-from .errors import check_respond_status, map_link_errors, map_send_errors
+from .errors import NOT_SENT, check_respond_status, map_link_errors, map_send_errors
 from .events import (
     CHANNEL,
     SlackIdentity,
@@ -56,6 +62,7 @@ from .events import (
     event_to_inbound,
     reply_chunks,
 )
+from .verify import Rejected, check_payload, check_signature
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +90,11 @@ class SlackChannel:
         self._app_token = app_token or ""
         self._command = command
         self._now_ms = now_ms
+        self._signing_secret = signing_secret or ""
         self._client = AsyncWebClient(
             token=bot_token,
             base_url=api_url,
-            retry_handlers=[*async_default_handlers(), AsyncRateLimitErrorRetryHandler()],
+            retry_handlers=[AsyncConnectionErrorRetryHandler(error_types=list(NOT_SENT))],
         )
         self._app = AsyncApp(
             client=self._client,
@@ -200,9 +208,19 @@ class SlackChannel:
         if handler is None or me is None:
             # Raising makes Bolt answer 500, so Slack redelivers once we are running.
             raise ChannelUnavailable("slack channel is not running yet")
-        inbound = event_to_inbound(body, me)
+        try:
+            inbound: Inbound | RejectedInbound | None = event_to_inbound(body, me)
+        except Exception as exc:  # one odd event must not be retried forever
+            inbound = RejectedInbound(
+                channel=CHANNEL,
+                key=f"slack:event:{body.get('event_id', '?')}",
+                reason=f"untranslatable event ({type(exc).__name__})",
+                raw=json.dumps(body)[:4000],
+            )
         if inbound is not None:
-            self._dispatch(inbound, handler)
+            # Saved before Bolt acks (process_before_response): a VaultError makes it answer
+            # 500, so Slack redelivers.
+            await self._dispatch(inbound, handler)
 
     async def _on_other_event(self, body: dict[str, Any]) -> None:
         self._last_ok_ms = self._now_ms()
@@ -217,25 +235,36 @@ class SlackChannel:
         if handler is None:
             await ack(text=STARTING)
             return
-        await ack()  # within Slack's 3 s; the answer follows through `respond`
         self._last_ok_ms = self._now_ms()
         inbound = command_to_inbound(body)
         if inbound is None:
+            await ack()
             return
         self._responders[inbound.message_id] = respond
         while len(self._responders) > _KEEP:
             self._responders.popitem(last=False)
-        self._dispatch(inbound, handler)
+        await self._dispatch(inbound, handler)  # saved first: a failure leaves it unacked
+        await ack()  # within Slack's 3 s; the answer follows through `respond`
 
-    def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
-        self._last_inbound_ms = self._now_ms()
-        on_inbound(inbound)  # scheduled now, in arrival order; the router tracks the turn
+    async def _dispatch(
+        self, inbound: Inbound | RejectedInbound, on_inbound: InboundHandler
+    ) -> None:
+        if isinstance(inbound, Inbound):
+            self._last_inbound_ms = self._now_ms()
+        await on_inbound([inbound])  # saved, and the turn scheduled; the router tracks it
 
     async def _events(self, request: WebRequest) -> WebResponse:
+        try:  # before Bolt parses anything (see verify.py in this package)
+            body = self._verified_body(request)
+        except Rejected as exc:
+            error = "invalid request" if exc.status == 401 else "malformed request"
+            return WebResponse(
+                status=exc.status,
+                body=json.dumps({"error": error}),
+                content_type="application/json",
+            )
         bolt_request = AsyncBoltRequest(
-            body=request.body.decode("utf-8", "replace"),
-            query=request.query,
-            headers=dict(request.headers),
+            body=body, query=request.query, headers=dict(request.headers)
         )
         response = await self._app.async_dispatch(bolt_request)
         content_type = (response.headers.get("content-type") or ["text/plain"])[0]
@@ -244,6 +273,24 @@ class SlackChannel:
             body=response.body,
             content_type=content_type.split(";")[0].strip(),
         )
+
+    def _verified_body(self, request: WebRequest) -> str:
+        try:
+            check_signature(
+                request.headers,
+                request.body,
+                secret=self._signing_secret,
+                now_s=self._now_ms() / 1000,
+            )
+        except Rejected as exc:
+            log.debug("slack: refused an unsigned request (%s)", exc.reason)
+            raise
+        content_type = request.headers.get("content-type", "").split(";")[0] or None
+        try:
+            return check_payload(request.body, content_type)
+        except Rejected as exc:
+            log.warning("slack: a signed request was malformed (%s); answered 400", exc.reason)
+            raise
 
     # --- sending -------------------------------------------------------------------------
 

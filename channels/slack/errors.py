@@ -4,11 +4,13 @@ Every Slack call of the channel runs inside one of these blocks, and each raises
 `from` the original:
 
 - `map_send_errors()` — chat.postMessage and the slash command's response_url: a 429 (or
-  `ratelimited`) that outlived the SDK's own retry is `DeliveryTransient` with Retry-After, a
-  channel we cannot post to is `ChatUnreachable`, a 5xx and a failed connect (nothing was sent)
-  are `DeliveryTransient`, a broken connection or timeout after the request left is
-  `DeliveryUncertain`, anything else `DeliveryPermanent`. `check_respond_status` does the same
-  for the HTTP status the response_url answered with.
+  `ratelimited`) is `DeliveryTransient` with its Retry-After (delivery decides whether to wait
+  in the turn or leave it to the background resend), a channel we cannot post to is
+  `ChatUnreachable`, a 5xx is `DeliveryTransient`, anything else Slack refused is
+  `DeliveryPermanent`. Sent or not: a connection that was never made (`ClientConnectorError`,
+  a connect timeout) proves nothing left — `DeliveryTransient`; a disconnect, reset or timeout
+  once connected may have delivered the message — `DeliveryUncertain`, never resent.
+  `check_respond_status` does the same for the HTTP status the response_url answered with.
 - `map_link_errors(call, token)` — auth.test and apps.connections.open: a rejected token is
   `FatalChannelError`; any other failure is `ChannelUnavailable` for the app's supervisor to
   retry with backoff.
@@ -32,6 +34,9 @@ from gateway.core.errors import (
     FatalChannelError,
 )
 
+# aiohttp errors raised before any byte of the request left: retrying cannot post it twice.
+NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
 _BAD_TOKEN = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
 )
@@ -46,8 +51,8 @@ def map_send_errors() -> Iterator[None]:
         yield
     except SlackApiError as exc:
         raise _refused(exc) from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise DeliveryTransient("slack: cannot connect") from exc  # nothing was sent
+    except NOT_SENT as exc:
+        raise DeliveryTransient(f"slack: not sent ({type(exc).__name__})") from exc
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise DeliveryUncertain(
             f"slack: {type(exc).__name__}; the message may have been sent"

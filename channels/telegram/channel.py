@@ -2,27 +2,39 @@
 
 `run()` checks the token (getMe: an invalid token is fatal), publishes the command menu, then
 either long-polls `getUpdates` or serves the webhook route on the app's HTTP server. Each
-update is translated (see `events.py` in this package) and handed to the router at once, in
-arrival order and without waiting for the reply: the router schedules and tracks the turn,
-keeps a chat in order and runs chats concurrently. A poll that fails raises
+batch of updates is translated (see `events.py` in this package) and saved by the intake
+before Telegram is told: the offset that confirms a batch is sent with the next getUpdates,
+only after the batch is saved, and a webhook answers 200 only after saving (503 otherwise, so
+Telegram redelivers). The router then schedules and tracks the turns, keeps a chat in order and
+runs chats concurrently; it never waits for a reply here. An update that does not translate is
+saved as rejected and confirmed, never redelivered forever. A poll that fails raises
 `ChannelUnavailable`, so the app's supervisor restarts the channel with backoff; health shows
-the gap and why. Offsets live in memory — the router's vault dedupe on update_id and
-(chat, message_id) absorbs a redelivery after a crash. Every Bot API error is mapped into our
-tree by `errors.py` in this package.
+the gap and why. Every Bot API error is mapped into our tree by `errors.py` in this package.
 
 Sending splits on the UTF-16 budget before formatting, sends HTML, and resends a chunk as
 plain text when Telegram cannot parse it. A multi-chunk reply remembers how far it got, so a
 retry after a rate limit continues instead of repeating the first chunks.
+
+Connections: replies and typing indicators never compete. Replies have a pool sized for every
+send that can run at once (`send_connections`: the router's turns plus the background
+resend), behind a gate of our own of the same size, so httpx never queues a request — a
+request cancelled or timed out while queued in httpcore 1.0.9's pool can keep its connection
+slot for good (encode/httpcore#1093), which is how a pool ends up full with nothing in
+flight. A send that waits too long at our gate was not sent: `DeliveryTransient`. Typing
+indicators go through a second, small pool with short timeouts; when its budget is spent an
+indicator is skipped, and a caller that stops waiting does not cancel the request: it ends
+within its own timeouts and gives its connection back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Self
@@ -34,13 +46,19 @@ from telegram.request import HTTPXRequest
 
 from channels.common import ChunkProgress
 from gateway.core.clock import wall_ms
-from gateway.core.errors import ChannelUnavailable, FatalChannelError
+from gateway.core.errors import (
+    ChannelUnavailable,
+    DeliveryTransient,
+    FatalChannelError,
+    VaultError,
+)
 from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
     CommandInfo,
     Inbound,
     Outbound,
+    RejectedInbound,
     SentReceipt,
     WebRequest,
     WebResponse,
@@ -57,6 +75,13 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
+# Longest a send waits for one of its connections; past it the message was not sent.
+SEND_WAIT_S = 10.0
+# Connections beyond the sends' own for the few link calls (getMe, setWebhook, setMyCommands).
+LINK_CONNECTIONS = 2
+# Typing indicators: their own small pool, short timeouts.
+TYPING_CONNECTIONS = 8
+TYPING_TIMEOUT_S = 5.0
 ALLOWED_UPDATES = ("message",)
 
 
@@ -71,18 +96,37 @@ class TelegramChannel:
         webhook_path: str = "/telegram/webhook",
         webhook_secret: str | None = None,
         poll_timeout_s: int = 30,
+        send_connections: int = 64,
         now_ms: Callable[[], int] = wall_ms,
     ) -> None:
         if mode == "webhook" and not (webhook_url and webhook_secret):
             raise FatalChannelError(
                 "telegram webhook mode needs [telegram] webhook_url and TELEGRAM_WEBHOOK_SECRET"
             )
+        self._requests = (
+            HTTPXRequest(
+                connection_pool_size=send_connections + LINK_CONNECTIONS,
+                read_timeout=15.0,
+                pool_timeout=SEND_WAIT_S,
+            ),
+            HTTPXRequest(read_timeout=poll_timeout_s + 10.0),
+            HTTPXRequest(
+                connection_pool_size=TYPING_CONNECTIONS,
+                connect_timeout=TYPING_TIMEOUT_S,
+                read_timeout=TYPING_TIMEOUT_S,
+                write_timeout=TYPING_TIMEOUT_S,
+                pool_timeout=TYPING_TIMEOUT_S,
+            ),
+        )
+        send, poll, typing = self._requests
+        self._send_gate = asyncio.Semaphore(send_connections)
+        self._typing_gate = asyncio.Semaphore(TYPING_CONNECTIONS)
+        self._typing_tasks: set[asyncio.Task[None]] = set()
         try:
-            self._bot = Bot(
-                token,
-                base_url=base_url,
-                request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0),
-                get_updates_request=HTTPXRequest(read_timeout=poll_timeout_s + 10.0),
+            self._bot = Bot(token, base_url=base_url, request=send, get_updates_request=poll)
+            # Only ever asked for sendChatAction; never initialized (no getMe of its own).
+            self._typing_bot = Bot(
+                token, base_url=base_url, request=typing, get_updates_request=typing
             )
         except InvalidToken as exc:
             raise FatalChannelError("TELEGRAM_BOT_TOKEN is empty or malformed") from exc
@@ -114,7 +158,14 @@ class TelegramChannel:
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        typing = set(self._typing_tasks)
+        for task in typing:
+            task.cancel()
+        if typing:
+            await asyncio.wait(typing)
         await self._bot.shutdown()
+        for request in self._requests:  # also those of a bot that never initialized
+            await request.shutdown()
 
     def command_hint(self, command: str) -> str:
         return f"/{command}"
@@ -204,9 +255,11 @@ class TelegramChannel:
             updates = await self._get_updates()
             self._last_ok_ms = self._now_ms()
             self._detail = "polling"
-            for update in updates:
-                self._offset = update.update_id + 1
-                self._accept(update, me, on_inbound)
+            if not updates:
+                continue
+            await self._save([self._translate(u, me) for u in updates], on_inbound)
+            # Confirmed to Telegram by the next getUpdates, only now that they are saved.
+            self._offset = updates[-1].update_id + 1
 
     async def _get_updates(self) -> tuple[Update, ...]:
         with map_link_errors("getUpdates"):
@@ -216,18 +269,29 @@ class TelegramChannel:
                 allowed_updates=ALLOWED_UPDATES,
             )
 
-    def _accept(self, update: Update, me: BotIdentity, on_inbound: InboundHandler) -> None:
+    def _translate(self, update: Update, me: BotIdentity) -> Inbound | RejectedInbound | None:
         try:
-            inbound = update_to_inbound(update, me)
-        except Exception:  # one odd update must not stop the stream
-            log.exception("telegram: could not translate update %s", update.update_id)
-            return
-        if inbound is not None:
-            self._dispatch(inbound, on_inbound)
+            return update_to_inbound(update, me)
+        except Exception as exc:  # one odd update must not stop the stream, nor come back
+            return RejectedInbound(
+                channel=CHANNEL,
+                key=f"telegram:update:{update.update_id}",
+                reason=f"untranslatable update ({type(exc).__name__})",
+                raw=json.dumps(update.to_dict())[:4000],
+            )
 
-    def _dispatch(self, inbound: Inbound, on_inbound: InboundHandler) -> None:
-        self._last_inbound_ms = self._now_ms()
-        on_inbound(inbound)  # scheduled now, in arrival order; the router tracks the turn
+    async def _save(
+        self, items: Sequence[Inbound | RejectedInbound | None], on_inbound: InboundHandler
+    ) -> None:
+        """Hand a batch to the intake; raise `ChannelUnavailable` (nothing confirmed, Telegram
+        redelivers after the supervisor's backoff) if the vault cannot take it."""
+        batch = [item for item in items if item is not None]
+        if any(isinstance(item, Inbound) for item in batch):
+            self._last_inbound_ms = self._now_ms()
+        try:
+            await on_inbound(batch)  # saved, turns scheduled; the router tracks them
+        except VaultError as exc:
+            raise ChannelUnavailable("the vault cannot save inbound messages") from exc
 
     async def _webhook(self, request: WebRequest) -> WebResponse:
         given = request.headers.get(SECRET_HEADER, "")
@@ -241,7 +305,10 @@ class TelegramChannel:
         except (ValueError, TypeError, KeyError, AttributeError):
             return WebResponse(status=400, body="bad update")
         self._last_ok_ms = self._now_ms()
-        self._accept(update, me, handler)
+        try:
+            await self._save([self._translate(update, me)], handler)
+        except ChannelUnavailable:
+            return WebResponse(status=503, body="not saved")  # Telegram retries later
         return WebResponse(status=200, body="ok")
 
     # --- sending -------------------------------------------------------------------------
@@ -264,25 +331,70 @@ class TelegramChannel:
             # Quote the question in groups only; in a DM the context is obvious.
             reply = ReplyParameters(int(out.reply_to), allow_sending_without_reply=True)
         with map_send_errors():
-            try:
-                return await self._bot.send_message(
-                    chat_id,
-                    html,
-                    parse_mode=ParseMode.HTML,
-                    message_thread_id=thread,
-                    reply_parameters=reply,
-                )
-            except BadRequest as exc:
-                if not cannot_parse_entities(exc):
-                    raise
-                log.warning("telegram: HTML rejected (%s); resending as plain text", exc.message)
-                return await self._bot.send_message(
-                    chat_id, plain, message_thread_id=thread, reply_parameters=reply
-                )
+            async with self._send_connection():
+                return await self._send_html_or_plain(chat_id, html, plain, thread, reply)
+
+    async def _send_html_or_plain(
+        self,
+        chat_id: str,
+        html: str,
+        plain: str,
+        thread: int | None,
+        reply: ReplyParameters | None,
+    ) -> Message:
+        try:
+            return await self._bot.send_message(
+                chat_id,
+                html,
+                parse_mode=ParseMode.HTML,
+                message_thread_id=thread,
+                reply_parameters=reply,
+            )
+        except BadRequest as exc:
+            if not cannot_parse_entities(exc):
+                raise
+            log.warning("telegram: HTML rejected (%s); resending as plain text", exc.message)
+            return await self._bot.send_message(
+                chat_id, plain, message_thread_id=thread, reply_parameters=reply
+            )
+
+    @contextlib.asynccontextmanager
+    async def _send_connection(self) -> AsyncIterator[None]:
+        """One of the sends' connections, or `DeliveryTransient` (nothing was sent)."""
+        try:
+            async with asyncio.timeout(SEND_WAIT_S):
+                await self._send_gate.acquire()
+        except TimeoutError as exc:
+            raise DeliveryTransient(
+                f"telegram: no free connection within {SEND_WAIT_S:.0f} s; not sent"
+            ) from exc
+        try:
+            yield
+        finally:
+            self._send_gate.release()
 
     async def typing(self, chat: ChatRef) -> None:
-        thread = int(chat.thread_id) if chat.thread_id else None
-        with map_send_errors():
-            await self._bot.send_chat_action(
-                chat.chat_id, ChatAction.TYPING, message_thread_id=thread
-            )
+        """Best effort: skipped while every typing connection is busy. The request runs in a
+        task of its own that the caller's cancellation does not reach (`shield`)."""
+        if self._typing_gate.locked():
+            return
+        await self._typing_gate.acquire()  # free now: returns at once
+        task = asyncio.create_task(self._chat_action(chat), name="telegram typing")
+        self._typing_tasks.add(task)
+        task.add_done_callback(self._typing_done)
+        await asyncio.shield(task)
+
+    async def _chat_action(self, chat: ChatRef) -> None:
+        try:
+            thread = int(chat.thread_id) if chat.thread_id else None
+            with map_send_errors():
+                await self._typing_bot.send_chat_action(
+                    chat.chat_id, ChatAction.TYPING, message_thread_id=thread
+                )
+        finally:
+            self._typing_gate.release()
+
+    def _typing_done(self, task: asyncio.Task[None]) -> None:
+        self._typing_tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here too: its caller may have stopped waiting

@@ -13,8 +13,14 @@ Every Bot API call of the channel runs inside one of these blocks, and each rais
 
 The order of the `except` clauses matters: `BadRequest` and `TimedOut` are `NetworkError`
 subclasses, and "can't parse entities" (a `BadRequest`) must never be retried as a network
-error. A `TimedOut` or a broken connection after the request left may have delivered the
-message, so only a failed connect is worth a retry.
+error.
+
+Sent or not: PTB's `HTTPXRequest` raises `TimedOut` for every httpx timeout and
+`NetworkError` for every other httpx error, each `from` the httpx exception. The cause tells
+whether the request left: `PoolTimeout` (no free connection in the pool), `ConnectTimeout`
+and `ConnectError` (no connection was made) prove it never did — `DeliveryTransient`, safe to
+retry. A read or write timeout, a reset or a protocol error after the connection was made may
+have delivered the message — `DeliveryUncertain`, never resent.
 """
 
 from __future__ import annotations
@@ -34,7 +40,6 @@ from telegram.error import (
     NetworkError,
     RetryAfter,
     TelegramError,
-    TimedOut,
 )
 
 from gateway.core.errors import (
@@ -47,6 +52,9 @@ from gateway.core.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+# httpx errors raised before any byte of the request left: retrying cannot send it twice.
+NOT_SENT = (httpx.PoolTimeout, httpx.ConnectTimeout, httpx.ConnectError)
 
 
 @contextmanager
@@ -61,16 +69,12 @@ def map_send_errors() -> Iterator[None]:
         if "chat not found" in exc.message.lower():
             raise ChatUnreachable("telegram: chat not found") from exc
         raise DeliveryPermanent(f"telegram rejected the message: {exc.message}") from exc
-    except TimedOut as exc:
-        raise DeliveryUncertain("telegram: timed out; the message may have been sent") from exc
-    except NetworkError as exc:
-        # Only a failed connect proves the request never reached Telegram; a reset or read
-        # error after it was sent may have delivered it, and a retry could send it twice.
-        if isinstance(exc.__cause__, httpx.ConnectError):
-            raise DeliveryTransient("telegram: could not connect") from exc
-        raise DeliveryUncertain(
-            f"telegram network error after sending: {type(exc).__name__}"
-        ) from exc
+    except NetworkError as exc:  # TimedOut included
+        cause = exc.__cause__
+        if isinstance(cause, NOT_SENT):
+            raise DeliveryTransient(f"telegram: not sent ({type(cause).__name__})") from exc
+        what = type(cause).__name__ if cause is not None else type(exc).__name__
+        raise DeliveryUncertain(f"telegram: {what}; the message may have been sent") from exc
     except ChatMigrated as exc:
         raise DeliveryPermanent("telegram: the group moved to a new chat id") from exc
     except TelegramError as exc:

@@ -1,10 +1,12 @@
 """The admin HTTP API on the app's aiohttp server: bearer-token auth, validated JSON bodies.
 
 Mounted only when `IRIS_API_TOKEN` is set. Every request is authenticated first (constant-time
-comparison; 401 otherwise), then the body is read with a 64 KiB cap (413), parsed (400),
-validated against the pydantic model of `gateway/admin/schema.py` (422 with field errors), and
-the operation runs; `NotFound` is 404, `WrongState` 409. Every authenticated action is
-audited. Errors are JSON `{"error": ..., "detail": ...}` and never carry exception text.
+comparison; 401 otherwise), then its body and query are read (`gateway/admin/bodies.py`: 413,
+400 for malformed or too deeply nested JSON, 422 with field errors against the models of
+`gateway/admin/schema.py`), and the operation runs; `NotFound` is 404, `WrongState` 409, any
+other `UserInputError` 400. Bad input is always a 4xx; a 500 is a bug (logged, never echoed).
+Every authenticated action is audited. Errors are JSON `{"error": ..., "detail": ...}` as the
+OpenAPI document says, and never carry exception text.
 `/healthz` is not here: it stays unauthenticated and belongs to the HTTP server.
 """
 
@@ -14,31 +16,26 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from gateway.admin.bodies import ApiError, query_user, read_body
 from gateway.admin.schema import EmptyRequest, IdRequest, IntentRequest, TriggerRequest, openapi
 from gateway.admin.stats import Stats
 from gateway.core.admin_ops import JSON, NewIntent, NewTrigger, ProactiveOps
 from gateway.core.errors import NotFound, UserInputError, WrongState
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
+from gateway.features.contributions import ApiRead, ApiWrite
 from vault.audit import AuditLog, Outcome
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 * 1024
 Operation = Callable[[web.Request, Any], Awaitable[JSON]]
 Route = tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, error: str, detail: Any = None) -> None:
-        super().__init__(error)
-        self.status, self.error, self.detail = status, error, detail
 
 
 def _error(status: int, error: str, detail: Any = None) -> web.Response:
@@ -62,39 +59,6 @@ def token_matches(header: str | None, token: str) -> bool:
     return same and scheme.lower() == "bearer"
 
 
-async def read_body(request: web.Request, model: type[BaseModel]) -> BaseModel:
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(413, "body too large", f"the limit is {MAX_BODY} bytes")
-    raw = await request.content.read(MAX_BODY + 1)
-    if len(raw) > MAX_BODY:
-        raise ApiError(413, "body too large", f"the limit is {MAX_BODY} bytes")
-    try:
-        data = json.loads(raw or b"{}")
-    except ValueError:
-        raise ApiError(400, "malformed JSON") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        fields = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]}
-            for e in exc.errors()
-        ]
-        raise ApiError(422, "invalid request", fields) from None
-
-
-def query_user(request: web.Request, *, required: bool) -> str | None:
-    user = request.query.get("user")
-    if user is None and required:
-        raise ApiError(422, "invalid request", [{"field": "user", "message": "required"}])
-    if user is not None and ":" not in user:
-        raise ApiError(
-            422,
-            "invalid request",
-            [{"field": "user", "message": "a user key such as telegram:12345"}],
-        )
-    return user
-
-
 class AdminApi:
     def __init__(
         self,
@@ -105,7 +69,11 @@ class AdminApi:
         metrics: Metrics,
         audit: AuditLog,
         clock: Clock,
+        reads: Sequence[ApiRead] = (),
+        writes: Sequence[ApiWrite] = (),
     ) -> None:
+        self._reads = tuple(reads)
+        self._writes = tuple(writes)
         self._token = token
         self._ops = ops
         self._stats = stats
@@ -119,6 +87,14 @@ class AdminApi:
             ("GET", "/metrics", self._metrics_endpoint),
             ("GET", "/openapi.json", self._openapi),
         ]
+        for read in self._reads:  # the features' reads (`GET /budget`)
+            name = read.path.strip("/")
+            routes.append(("GET", read.path, self._endpoint(name, None, self._read(read))))
+        for write in self._writes:  # the features' writes (`POST /context/providers`)
+            name = write.path.strip("/")
+            routes.append(
+                ("POST", write.path, self._endpoint(name, write.body, self._write(write)))
+            )
         if self._ops is not None:
             routes += [
                 (
@@ -212,7 +188,19 @@ class AdminApi:
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         if not self._authorized(request):
             return _error(401, "unauthorized", "send Authorization: Bearer <IRIS_API_TOKEN>")
-        return web.json_response(openapi())
+        return web.json_response(openapi(self._reads, self._writes))
+
+    def _read(self, read: ApiRead) -> Operation:
+        async def run(request: web.Request, args: None) -> JSON:
+            return await read.handler(query_user(request, required=read.user_required))
+
+        return run
+
+    def _write(self, write: ApiWrite) -> Operation:
+        async def run(request: web.Request, args: BaseModel) -> JSON:
+            return await write.handler(args)
+
+        return run
 
     async def _get_stats(self, request: web.Request, args: None) -> JSON:
         return await self._stats.collect(self._clock.now_ms())

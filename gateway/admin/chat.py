@@ -3,8 +3,9 @@
 Admins are decided by the gateway (`[auth] admins` and the local terminal user), never by the
 model. Every admin action is audited with its outcome; refusals are audited through the
 registry's `on_denied` hook. Subcommands are pluggable: the core brings `stats`, `users`,
-`trace` and `audit`; the proactive engine adds `intents`, `triggers`, `cancel`, `fire`,
-`scan` and `quota` when it is wired.
+`trace` and `audit`, the app adds `allow` and `deny` (`gateway/admin/access.py`); the
+proactive engine adds `intents`, `triggers`, `cancel`, `fire`, `scan` and `quota` when it is
+wired.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from gateway.admin.access import AccessCommands
 from gateway.admin.stats import Stats, render
 from gateway.agent.context import TraceStore
 from gateway.core.errors import UserInputError
+from gateway.core.messages import UserRef
 from gateway.core.ports import Clock
 from gateway.features.contributions import AdminSub
 from gateway.turns.commands import Command, CommandCall
@@ -42,6 +45,8 @@ class AdminCommands:
         self.traces = traces
         self.clock = clock
         self.subs: dict[str, AdminSub] = {}
+        # `allow`/`deny` and the access column of `users`, once the app has built them.
+        self.access: AccessCommands | None = None
         self.add(
             AdminSub(
                 "stats", "", "messages, model use, suggestions (24 h and 30 days)", self._stats
@@ -55,6 +60,11 @@ class AdminCommands:
 
     def add(self, sub: AdminSub) -> None:
         self.subs[sub.name] = sub
+
+    def use_access(self, access: AccessCommands) -> None:
+        self.access = access
+        for sub in access.subs():
+            self.add(sub)
 
     def command(self) -> Command:
         return Command(
@@ -106,16 +116,22 @@ class AdminCommands:
 
     async def _users(self, call: CommandCall, args: str) -> str:
         rows = await self.reports.users(limit=100)
-        if not rows:
+        if not rows and self.access is None:
             return "No users yet."
         lines = ["Users (most recent first):"]
         for r in rows:
             name = f" ({r.display_name})" if r.display_name else ""
             proactive = "off" if r.settings.get("proactive_enabled") is False else "on"
+            access = ""
+            if self.access is not None:
+                user = UserRef(channel=r.channel, user_id=r.user_id)
+                access = f", access: {self.access.authorizer.access_of(user)}"
             lines.append(
                 f"• {r.channel}:{r.user_id}{name} — last seen {when(r.last_seen_ms)}, "
-                f"tz {r.timezone or 'default'}, proactive {proactive}"
+                f"tz {r.timezone or 'default'}, proactive {proactive}{access}"
             )
+        if self.access is not None:
+            lines += await self.access.users_lines({f"{r.channel}:{r.user_id}" for r in rows})
         return "\n".join(lines)
 
     async def _trace(self, call: CommandCall, args: str) -> str:

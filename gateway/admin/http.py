@@ -12,17 +12,37 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebHandler, WebRoute
+from gateway.turns.delivery_health import DeliveryProblem
 
 log = logging.getLogger(__name__)
+
+
+class _QuietBadRequests(logging.Filter):
+    """aiohttp logs a malformed HTTP request (a NUL in a header, a broken request line) with
+    its traceback at ERROR; anyone who can reach the port can send one, so it becomes a debug
+    line. The client still gets aiohttp's 400."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.msg, record.args = "malformed HTTP request refused: %s", (error.message,)
+        return True
+
+
+_protocol_log = logging.getLogger(f"{__name__}.protocol")
+_protocol_log.addFilter(_QuietBadRequests())
 
 # Slack and Telegram payloads are small; a cap keeps a hostile client from filling memory.
 MAX_BODY_BYTES = 1024 * 1024
@@ -55,7 +75,9 @@ class HttpServer:
         self._app.router.add_route(method, path, handler)
 
     async def __aenter__(self) -> Self:
-        runner = web.AppRunner(self._app, handle_signals=False, access_log=None)
+        runner = web.AppRunner(
+            self._app, handle_signals=False, access_log=None, logger=_protocol_log
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, self._host, self._port)
@@ -102,13 +124,18 @@ def _adapt(handler: WebHandler) -> Callable[[web.Request], Awaitable[web.StreamR
     return handle
 
 
-def health_report(healths: Sequence[ChannelHealth]) -> dict[str, object]:
-    """The `/healthz` document: overall `ok` only if every channel says it is connected.
+def health_report(
+    healths: Sequence[ChannelHealth], delivery: Mapping[str, DeliveryProblem] | None = None
+) -> dict[str, object]:
+    """The `/healthz` document: `ok` only if every channel is connected and can deliver.
 
-    Each channel judges staleness itself (a poller knows its poll period; an events endpoint
-    may be quiet for hours and still be fine).
+    Each channel judges its own link's staleness (a poller knows its poll period; an events
+    endpoint may be quiet for hours and still be fine); `delivery` names the channels whose
+    sends are failing (`gateway/turns/delivery_health.py`), with the reason, until they
+    deliver again.
     """
-    channels = {
+    problems = delivery or {}
+    channels: dict[str, dict[str, object]] = {
         h.channel: {
             "connected": h.connected,
             "last_inbound_ms": h.last_inbound_ms,
@@ -117,12 +144,25 @@ def health_report(healths: Sequence[ChannelHealth]) -> dict[str, object]:
         }
         for h in healths
     }
-    return {"ok": all(h.connected for h in healths), "channels": channels}
+    # One readable line per problem ("model: API key rejected"), for people and probes.
+    lines = [f"{h.channel}: {h.detail or 'not connected'}" for h in healths if not h.connected]
+    for name, problem in problems.items():
+        entry = channels.setdefault(name, {})
+        entry.update(
+            delivering=False,
+            delivery_detail=problem.reason,
+            delivery_failing_since_ms=problem.since_ms,
+        )
+        lines.append(f"{name}: cannot deliver: {problem.reason}")
+    return {"ok": not lines, "problems": lines, "channels": channels}
 
 
-def health_route(collect: Callable[[], Sequence[ChannelHealth]]) -> WebRoute:
+def health_route(
+    collect: Callable[[], Sequence[ChannelHealth]],
+    delivery: Callable[[], Mapping[str, DeliveryProblem]] | None = None,
+) -> WebRoute:
     async def healthz(request: WebRequest) -> WebResponse:
-        report = health_report(collect())
+        report = health_report(collect(), delivery() if delivery is not None else None)
         return WebResponse(
             status=200 if report["ok"] else 503,
             body=json.dumps(report),

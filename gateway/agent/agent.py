@@ -1,27 +1,47 @@
 """The agent: assemble context, call the model, run the tool loop, return the reply text.
 
-The loop appends the assistant's content unchanged, answers every `tool_use` with a
-`tool_result` (`is_error` when it failed), and stops on `end_turn`. `max_tokens` returns what
-was written with a note; `pause_turn` continues; `refusal` returns a fixed text; the number of
-model rounds is capped. Every model call is recorded (tokens, latency, success) for `/status`
-and the admin stats. The model port may be None (no API key): then the agent raises
-`ModelNotConfigured` and the router tells the user how to configure one.
+The loop (`gateway/agent/loop.py`, shared with the proactive gate) appends the assistant's
+content unchanged, answers every `tool_use` with a `tool_result` (`is_error` when it failed),
+and stops on `end_turn`. `max_tokens` returns what was written with a note; `pause_turn`
+continues; `refusal` returns a fixed text; the number of model rounds is capped. Every model
+call is recorded (tokens, latency, success) for `/status` and the admin stats. The model port
+may be None (no API key): then the agent raises `ModelNotConfigured` and the router tells the
+user how to configure one.
+
+Bounded waits: every model call waits at most `deadline_s` (`[llm] turn_deadline_seconds`), and
+the rounds of one chat turn share that deadline — waiting for a free model slot
+(`max_concurrency` calls at once), the adapter's retries and Retry-After waits all count. Past
+it the call raises `ModelUnavailable` and the router answers with its apology. While a turn
+waits on the model it steps out of its router slot (`gateway/core/slots.py`), so a slow model
+never blocks other chats. Refused keys and successful calls are reported to `ModelHealth`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
 
 from gateway.agent.context import ContextPipeline, ContextTrace, TraceStore
+from gateway.agent.loop import run_tool_loop
+from gateway.agent.model_health import ModelHealth
 from gateway.agent.tools import ToolRegistry
+from gateway.core.budget import CallGuard
 from gateway.core.clock import SystemClock
-from gateway.core.errors import ModelError, ModelNotConfigured, VaultError
-from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse
+from gateway.core.errors import (
+    ModelError,
+    ModelKeyRejected,
+    ModelNotConfigured,
+    ModelUnavailable,
+    VaultError,
+)
+from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse, Payer
 from gateway.core.metrics import Metrics
 from gateway.core.ports import LLM, Clock
 from gateway.core.scope import Scope
+from gateway.core.slots import TurnSlots
 from vault.usage import Call, UsageLog
 
 log = logging.getLogger(__name__)
@@ -32,12 +52,20 @@ TOO_MANY_ROUNDS = (
     "I had to stop: the request needed more tool steps than I'm allowed. Try a narrower request."
 )
 EMPTY_REPLY = "I have nothing to add to that."
+# The hard bound around the adapter gives it this long past the deadline to raise its own,
+# more precise error (rate limit, timeout) first.
+BACKSTOP_GRACE_S = 0.25
 
 COMPACT_INSTRUCTION = (
     "Summarize the conversation above for your own future reference: the user's goals, "
     "decisions made, facts learned, and open questions. Be concise (at most 200 words), "
     "plain text, no preamble."
 )
+
+
+def payer_of(scope: Scope) -> Payer:
+    """The user whose budget a call made for this scope spends."""
+    return Payer(user_pk=scope.user_pk, timezone=scope.timezone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +90,10 @@ class Agent:
         max_rounds: int,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        deadline_s: float = 30.0,
+        max_concurrency: int = 32,
+        health: ModelHealth | None = None,
+        turn_slots: TurnSlots | None = None,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.llm = llm
@@ -73,19 +105,31 @@ class Agent:
         self.max_tokens = max_tokens
         self.max_rounds = max_rounds
         self.clock: Clock = clock or SystemClock()
+        self.deadline_s = deadline_s
+        self.health = health or ModelHealth()
+        self.turn_slots = turn_slots
+        self._model_slots = asyncio.Semaphore(max_concurrency)
+        # Spending limits, when a feature contributes them (`gateway/limits/`).
+        self.guard: CallGuard | None = None
 
-    async def call(self, request: LLMRequest, chat_key: str | None) -> LLMResponse:
-        """One recorded model call."""
+    async def call(
+        self, request: LLMRequest, chat_key: str | None, *, deadline_s: float | None = None
+    ) -> LLMResponse:
+        """One recorded model call, within `deadline_s` (at most the agent's deadline)."""
         if self.llm is None:
             raise ModelNotConfigured("no model configured")
+        model = request.model or self.model
+        hold = await self.guard.admit(request, model) if self.guard is not None else None
         started = time.perf_counter()
         ok = False
         response: LLMResponse | None = None
         try:
-            response = await self.llm.complete(request)
+            response = await self._complete(request, deadline_s)
             ok = True
             return response
         finally:
+            if hold is not None:
+                hold.settle(response)
             seconds = time.perf_counter() - started
             latency = int(seconds * 1000)
             self.metrics.model_calls.inc(request.purpose, "ok" if ok else "error")
@@ -96,9 +140,11 @@ class Agent:
             call = Call(
                 chat_key=chat_key,
                 purpose=request.purpose,
-                model=request.model or self.model,
+                model=model,
                 input_tokens=response.input_tokens if response else 0,
                 output_tokens=response.output_tokens if response else 0,
+                cache_read_tokens=response.cache_read_tokens if response else 0,
+                cache_write_tokens=response.cache_write_tokens if response else 0,
                 latency_ms=latency,
                 ok=ok,
             )
@@ -107,38 +153,61 @@ class Agent:
             except VaultError:  # statistics must never replace the call's own outcome
                 log.exception("could not record model usage")
 
+    async def _complete(self, request: LLMRequest, deadline_s: float | None) -> LLMResponse:
+        assert self.llm is not None
+        budget = self.deadline_s if deadline_s is None else min(deadline_s, self.deadline_s)
+        if budget <= 0:
+            raise ModelUnavailable(f"the turn used up its model deadline ({self.deadline_s:g} s)")
+        ends = time.monotonic() + budget
+        try:
+            async with AsyncExitStack() as waiting:
+                if self.turn_slots is not None:
+                    await waiting.enter_async_context(self.turn_slots.stepped_out())
+                async with asyncio.timeout(budget + BACKSTOP_GRACE_S), self._model_slots:
+                    left = ends - time.monotonic()
+                    response = await self.llm.complete(replace(request, deadline_s=left))
+        except TimeoutError:
+            raise ModelUnavailable(f"no answer from the model within {budget:.3g} s") from None
+        except ModelKeyRejected:
+            self.health.report_key_rejected(self.clock.now_ms())
+            raise
+        self.health.report_answered()
+        return response
+
     async def respond(self, scope: Scope) -> AgentReply:
         if self.llm is None:
             raise ModelNotConfigured("no model configured")
         assembled = await self.pipeline.assemble(scope)
         self.traces.put(assembled.trace)
-        messages = list(assembled.messages)
-        tools = self.tools.specs_for(scope)
-        for round_no in range(1, self.max_rounds + 1):
-            request = LLMRequest(
-                system_stable=assembled.system_stable,
-                system_dynamic=assembled.system_dynamic,
-                messages=tuple(messages),
-                tools=tools,
-                max_tokens=self.max_tokens,
-            )
-            response = await self.call(request, scope.chat.key)
-            if response.stop_reason == "tool_use" and response.tool_calls:
-                messages.append(LLMMessage("assistant", response.parts))
-                results = [await self.tools.call(scope, c) for c in response.tool_calls]
-                messages.append(LLMMessage("user", tuple(results)))
-                continue
-            if response.stop_reason == "pause_turn":
-                messages.append(LLMMessage("assistant", response.parts))
-                continue
-            if response.stop_reason == "refusal":
-                return AgentReply(REFUSAL_TEXT, "refusal", round_no, assembled.trace)
-            text = response.text or EMPTY_REPLY
-            if response.stop_reason == "max_tokens":
-                text += CUT_SHORT_NOTE
-            return AgentReply(text, response.stop_reason, round_no, assembled.trace)
-        log.warning("tool loop for %s hit the cap of %d rounds", scope.chat.key, self.max_rounds)
-        return AgentReply(TOO_MANY_ROUNDS, "max_rounds", self.max_rounds, assembled.trace)
+        request = LLMRequest(
+            system_stable=assembled.system_stable,
+            system_dynamic=assembled.system_dynamic,
+            messages=tuple(assembled.messages),
+            tools=self.tools.specs_for(scope),
+            max_tokens=self.max_tokens,
+            payer=payer_of(scope),
+        )
+        waited = 0.0  # the rounds share one deadline
+
+        async def ask(request: LLMRequest) -> LLMResponse:
+            nonlocal waited
+            started = time.monotonic()
+            try:
+                return await self.call(request, scope.chat.key, deadline_s=self.deadline_s - waited)
+            finally:
+                waited += time.monotonic() - started
+
+        # The same loop the proactive gate runs (`gateway/agent/loop.py`).
+        end = await run_tool_loop(ask, self.tools, scope, request, max_rounds=self.max_rounds)
+        if end.stop == "max_rounds":
+            log.warning("tool loop for %s hit the cap of %d rounds", scope.chat.key, end.rounds)
+            return AgentReply(TOO_MANY_ROUNDS, "max_rounds", end.rounds, assembled.trace)
+        if end.stop == "refusal":
+            return AgentReply(REFUSAL_TEXT, "refusal", end.rounds, assembled.trace)
+        text = end.response.text or EMPTY_REPLY
+        if end.stop == "max_tokens":
+            text += CUT_SHORT_NOTE
+        return AgentReply(text, end.stop, end.rounds, assembled.trace)
 
     async def summarize(self, scope: Scope, history: list[LLMMessage], previous: str | None) -> str:
         """A model-written summary of a session, for `/compact`."""
@@ -157,6 +226,7 @@ class Agent:
                 messages=tuple(merged),
                 max_tokens=min(self.max_tokens, 1024),
                 purpose="compact",
+                payer=payer_of(scope),
             ),
             scope.chat.key,
         )

@@ -1,21 +1,34 @@
 """The Anthropic adapter: our `LLMRequest` in, our `LLMResponse` out, our errors on failure.
 
 The SDK (2.x, on httpx2) stays behind this module. Its exceptions are mapped to the gateway's
-error tree here and nowhere else: rate limits, overloads, 5xx, timeouts and connection errors
-are `ModelUnavailable` (transient); auth, bad requests and everything else `ModelRejected`.
-`max_retries` is kept low because the SDK obeys Retry-After without a cap, which would freeze
-an interactive turn. Prompt caching marks the stable prefix (tools, then the stable system
-block); the per-request system text comes after the breakpoint so it never invalidates it.
+error tree here and nowhere else: rate limits, overloads, 5xx, timeouts, dropped connections
+and unreadable bodies are `ModelUnavailable` (transient); a refused key (401) is
+`ModelKeyRejected`; bad requests and everything else `ModelRejected`. Prompt caching marks the
+stable prefix (tools, then the stable system block); the per-request system text comes after
+the breakpoint so it never invalidates it.
+
+Bounded time. The SDK's own retries are off (it obeys Retry-After with no cap: a 429 with
+`Retry-After: 600` would hold a turn for ten minutes). `complete()` retries itself, inside the
+request's deadline (`LLMRequest.deadline_s`, else `deadline_s`): each attempt gets at most
+`timeout_s` (the stall timeout) and never more than what is left, transient failures back off
+exponentially, and a wait the deadline cannot cover is not started — the call fails at once
+with the reason. A Retry-After is honoured across calls: until it has passed, calls that
+cannot wait it out fail fast without touching the API (it asked us not to), and calls that
+can, wait. The start of such a hold is logged once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import random
+import time
 from typing import Any
 
 import anthropic
 
-from gateway.core.errors import ModelRejected, ModelUnavailable
+from gateway.core.errors import ModelKeyRejected, ModelRejected, ModelUnavailable
 from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse, Part, TextPart, ToolCall
 
 log = logging.getLogger(__name__)
@@ -81,20 +94,63 @@ def parse_response(message: Any) -> LLMResponse:
         input_tokens=int(usage.input_tokens or 0),
         output_tokens=int(usage.output_tokens or 0),
         cache_read_tokens=int(getattr(usage, "cache_read_input_tokens", None) or 0),
+        cache_write_tokens=int(getattr(usage, "cache_creation_input_tokens", None) or 0),
     )
 
 
-def map_error(exc: anthropic.AnthropicError) -> Exception:
+def _error_type(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("type", ""))[:40]
+    return ""
+
+
+def map_error(exc: Exception) -> ModelUnavailable | ModelRejected:
     """Our error for an SDK error. Messages never include request content or keys."""
     if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
         kind = "timeout" if isinstance(exc, anthropic.APITimeoutError) else "connection error"
         return ModelUnavailable(f"model API {kind}")
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
+        kind = _error_type(exc)
+        detail = f"HTTP {status}, {kind}" if kind else f"HTTP {status}"
+        if status == 401:
+            return ModelKeyRejected(f"model API key rejected ({detail})")
+        if status == 429:
+            return ModelUnavailable(f"model API rate limit ({detail})")
         if status in _TRANSIENT_STATUS or status >= 500:
-            return ModelUnavailable(f"model API unavailable (HTTP {status})")
-        return ModelRejected(f"model API rejected the request (HTTP {status})")
+            return ModelUnavailable(f"model API unavailable ({detail})")
+        return ModelRejected(f"model API rejected the request ({detail})")
+    if isinstance(exc, anthropic.APIResponseValidationError | json.JSONDecodeError):
+        return ModelUnavailable("model API sent an unreadable response")
     return ModelRejected(f"model API error ({type(exc).__name__})")
+
+
+def retry_after_s(exc: Exception) -> float | None:
+    """The wait the API asked for (`retry-after-ms` or `retry-after` in seconds), if any."""
+    if not isinstance(exc, anthropic.APIStatusError):
+        return None
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            value = float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+        if value >= 0:
+            return value
+    return None  # an HTTP date or nonsense: back off as usual
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, anthropic.APIStatusError):
+        verdict = exc.response.headers.get("x-should-retry")
+        if verdict in ("true", "false"):
+            return verdict == "true"
+        return exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
+    # A dropped connection, or a body that does not parse (a proxy's error page): try again.
+    return isinstance(
+        exc, anthropic.APIConnectionError | anthropic.APIResponseValidationError | ValueError
+    )
 
 
 class AnthropicLLM:
@@ -106,16 +162,20 @@ class AnthropicLLM:
         api_key: str,
         model: str,
         base_url: str = "",
-        timeout_s: float = 60.0,
-        max_retries: int = 1,
+        timeout_s: float = 20.0,
+        deadline_s: float = 30.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
         http_client: Any = None,
     ) -> None:
         self.model = model
-        kwargs: dict[str, Any] = {
-            "api_key": api_key,
-            "timeout": timeout_s,
-            "max_retries": max_retries,
-        }
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._hold_until = 0.0  # time.monotonic(): calls wait (or fail) until then
+        self._hold_reason = ""
+        kwargs: dict[str, Any] = {"api_key": api_key, "timeout": timeout_s, "max_retries": 0}
         if base_url:
             kwargs["base_url"] = base_url
         if http_client is not None:
@@ -133,8 +193,55 @@ class AnthropicLLM:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         params = build_params(request, self.model)
-        try:
-            message = await self._client.messages.create(**params)
-        except anthropic.AnthropicError as exc:
-            raise map_error(exc) from exc
-        return parse_response(message)
+        deadline_s = self.deadline_s if request.deadline_s is None else request.deadline_s
+        ends = time.monotonic() + deadline_s
+        attempt = 0
+        while True:
+            await self._wait_for_hold(ends)
+            left = ends - time.monotonic()
+            if left <= 0:
+                raise ModelUnavailable(f"no answer from the model API within {deadline_s:.3g} s")
+            try:
+                message = await self._client.messages.create(
+                    **params, timeout=min(self.timeout_s, left)
+                )
+            except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
+                error = map_error(exc)
+                wait = retry_after_s(exc)
+                if not _retryable(exc):
+                    raise error from exc
+                if wait is not None:
+                    error = type(error)(f"{error}, Retry-After {wait:.3g} s")
+                    self._hold(wait, str(error))
+                if attempt >= self.max_retries:
+                    raise error from exc
+                if wait is None:
+                    wait = self.backoff_s * 2**attempt * random.uniform(0.75, 1.0)
+                if time.monotonic() + wait >= ends:
+                    late = f"waiting {wait:.3g} s would pass the deadline ({deadline_s:.3g} s)"
+                    raise type(error)(f"{error}; {late}") from exc
+                await asyncio.sleep(wait)
+                attempt += 1
+                continue
+            try:
+                return parse_response(message)
+            except (AttributeError, TypeError, ValueError) as exc:  # JSON of another shape
+                raise ModelUnavailable("model API sent an unreadable response") from exc
+
+    def _hold(self, wait: float, reason: str) -> None:
+        if wait <= 0:
+            return
+        now = time.monotonic()
+        if self._hold_until <= now:  # the callers log their failures; this is the why
+            log.info("%s: model calls wait or fail fast for the next %.3g s", reason, wait)
+        self._hold_until = max(self._hold_until, now + wait)
+        self._hold_reason = reason
+
+    async def _wait_for_hold(self, ends: float) -> None:
+        now = time.monotonic()
+        if self._hold_until <= now:
+            return
+        if self._hold_until >= ends:
+            left = self._hold_until - now
+            raise ModelUnavailable(f"{self._hold_reason}: the API asked to wait {left:.0f} s more")
+        await asyncio.sleep(self._hold_until - now)

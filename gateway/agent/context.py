@@ -5,15 +5,23 @@ Phases run in order: system -> prior -> current -> enrich, then three built-in p
 never a required one such as the persona or the current message) and finalize (turn items into
 an `LLMRequest`-ready system text and alternating messages). Providers register for a phase
 with a priority and may decline by returning None. Every assembly records a `ContextTrace`
-(provider, items added/removed, tokens, milliseconds) that `/context trace` and the admin
-surface show, so "what context do you have?" is answered from the same record the model saw.
+(provider, items added/removed, tokens, milliseconds) and every item kept or dropped with its
+content hash, which `/context`, `/admin trace` and the `context_status` tool show, so "what
+context do you have?" is answered from the same record the model saw.
+
+Admins switch providers on and off and change their priority at run time (`configure`, used by
+`/context events`); the change applies from the next assembly. A provider may cap its own items
+(`budget_tokens`), and may ask to be told which of its items made it into the request
+(`assembled(scope, items)`), e.g. to audit what was really injected.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Literal, NamedTuple, Protocol
@@ -26,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # Request messages remembered for reuse, up to this much text (then forgotten all at once).
 MESSAGE_MEMO_CHARS = 4_000_000
+# What one remembered message costs beside its text (key, message, part, dict slot; bytes,
+# counted as characters): without it, short messages kept the memo growing for ~400,000 turns.
+MESSAGE_MEMO_ENTRY_CHARS = 400
 
 
 def estimate_tokens(text: str) -> int:
@@ -60,6 +71,9 @@ class ContextItem:
     required: bool = False
     reason: str = ""
     tokens: int = 0
+    label: str = ""  # what it is, for people: a document's title
+    content_hash: str = ""  # identity of the content; the pipeline fills it when empty
+    key: str = ""  # the provider's own handle on the item (e.g. "doc:12")
 
     def __post_init__(self) -> None:
         if not self.tokens:
@@ -73,6 +87,38 @@ class Provider(Protocol):
 
     async def provide(self, scope: Scope) -> list[ContextItem] | None:
         """Items to add, or None to decline."""
+
+
+class TraceItem(NamedTuple):
+    """One item of an assembled request, as `/context` lists it."""
+
+    source: str
+    position: str
+    tokens: int
+    content_hash: str
+    label: str = ""
+    reason: str = ""
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _trace_item(item: ContextItem) -> TraceItem:
+    if not item.content_hash:
+        item.content_hash = content_hash(item.content)
+    return TraceItem(
+        item.source, item.position.value, item.tokens, item.content_hash, item.label, item.reason
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    name: str
+    phase: str
+    priority: int
+    default_priority: int
+    enabled: bool
 
 
 class TraceEntry(NamedTuple):  # a tuple: a dozen per request, cheap to make
@@ -93,6 +139,9 @@ class ContextTrace:
     entries: list[TraceEntry] = field(default_factory=list)
     total_tokens: int = 0
     kept: list[str] = field(default_factory=list)  # "source: reason" of the items kept
+    # Every item kept (history messages too) and every item dropped, in request order.
+    items: list[TraceItem] = field(default_factory=list)
+    dropped: list[tuple[TraceItem, str]] = field(default_factory=list)  # (item, why)
 
     def render(self) -> str:
         lines = [f"Context trace ({self.total_tokens}/{self.budget} tokens):"]
@@ -130,26 +179,76 @@ class TraceStore:
         return self._traces.get(chat_key)
 
 
+AfterAssembly = Callable[[Scope, list[ContextItem]], Awaitable[None]]
+
+
 class ContextPipeline:
     def __init__(self, *, budget_tokens: int, providers: list[Provider] | None = None) -> None:
         self.budget_tokens = budget_tokens
         self._providers: list[Provider] = []
+        self._defaults: dict[str, int] = {}
+        self._disabled: set[str] = set()
+        self._priority: dict[str, int] = {}
         self._messages: dict[tuple[str, str], LLMMessage] = {}
         self._memo_chars = 0
         for provider in providers or []:
             self.register(provider)
 
     def register(self, provider: Provider) -> None:
+        if provider.name in self._defaults:
+            raise ValueError(f"context provider {provider.name!r} registered twice")
+        self._defaults[provider.name] = provider.priority
         self._providers.append(provider)
-        self._providers.sort(key=lambda p: (p.phase, -p.priority))
+        self._order()
+
+    def _order(self) -> None:
+        self._providers.sort(key=lambda p: (p.phase, -self._priority.get(p.name, p.priority)))
+
+    def providers(self) -> list[ProviderInfo]:
+        """Every provider in the order they run, with what admins changed."""
+        return [
+            ProviderInfo(
+                name=p.name,
+                phase=p.phase.name.lower(),
+                priority=self._priority.get(p.name, p.priority),
+                default_priority=self._defaults[p.name],
+                enabled=p.name not in self._disabled,
+            )
+            for p in self._providers
+        ]
+
+    def configure(
+        self, name: str, *, enabled: bool | None = None, priority: int | None = None
+    ) -> ProviderInfo:
+        """Switch a provider on or off, or set its priority (None: leave as is). KeyError for
+        an unknown name. Applies from the next assembly."""
+        if name not in self._defaults:
+            raise KeyError(name)
+        if enabled is not None:
+            (self._disabled.discard if enabled else self._disabled.add)(name)
+        if priority is not None:
+            self._priority[name] = priority
+        self._order()
+        return next(info for info in self.providers() if info.name == name)
 
     async def assemble(self, scope: Scope) -> Assembled:
         trace = ContextTrace(chat_key=scope.chat.key, at_ms=scope.now_ms, budget=self.budget_tokens)
         items: list[ContextItem] = []
+        caps: dict[str, int] = {}
+        hooks: list[tuple[str, AfterAssembly]] = []
         for provider in self._providers:
+            if provider.name in self._disabled:
+                trace.entries.append(
+                    TraceEntry(provider.phase.name.lower(), provider.name, 0, 0, 0, 0.0, "off")
+                )
+                continue
             started = time.perf_counter()
             added = await provider.provide(scope)
             ms = (time.perf_counter() - started) * 1000
+            if (cap := getattr(provider, "budget_tokens", None)) is not None:
+                caps[provider.name] = int(cap)
+            if (hook := getattr(provider, "assembled", None)) is not None:
+                hooks.append((provider.name, hook))
             if added is None:
                 trace.entries.append(
                     TraceEntry(provider.phase.name.lower(), provider.name, 0, 0, 0, ms, "declined")
@@ -167,8 +266,35 @@ class ContextPipeline:
                 )
             )
         items = self._filter(items, trace)
+        items = self._cap(items, caps, trace)
         items = self._optimize(items, trace)
-        return self._finalize(items, trace)
+        assembled = self._finalize(items, trace)
+        for name, hook in hooks:
+            await hook(scope, [i for i in items if i.source == name])
+        return assembled
+
+    def _cap(
+        self, items: list[ContextItem], caps: dict[str, int], trace: ContextTrace
+    ) -> list[ContextItem]:
+        """Each capped provider's items within its own budget, least relevant dropped first."""
+        drop: set[int] = set()
+        for source, cap in caps.items():
+            mine = [i for i, item in enumerate(items) if item.source == source]
+            total = sum(items[i].tokens for i in mine)
+            for index in sorted(mine, key=lambda i: (items[i].relevance, i)):
+                if total <= cap:
+                    break
+                if not items[index].required:
+                    drop.add(index)
+                    total -= items[index].tokens
+        for index in sorted(drop):
+            item = items[index]
+            trace.dropped.append((_trace_item(item), f"over the {item.source} budget"))
+        if drop:
+            trace.entries.append(
+                TraceEntry("optimize", "caps", 0, len(drop), 0, 0.0, f"{len(drop)} over budget")
+            )
+        return [item for i, item in enumerate(items) if i not in drop]
 
     def _filter(self, items: list[ContextItem], trace: ContextTrace) -> list[ContextItem]:
         seen: set[tuple[Position, str]] = set()
@@ -202,6 +328,7 @@ class ContextPipeline:
                 total -= items[index].tokens
             dropped = [items[i] for i in sorted(drop)]
             items = [item for i, item in enumerate(items) if i not in drop]
+            trace.dropped.extend((_trace_item(d), "over the total budget") for d in dropped)
         note = ", ".join(sorted({d.source for d in dropped})) if dropped else ""
         trace.entries.append(
             TraceEntry(
@@ -227,7 +354,7 @@ class ContextPipeline:
                 self._messages.clear()
                 self._memo_chars = 0
             message = self._messages[key] = LLMMessage(role, (TextPart(key[1]),))
-            self._memo_chars += len(key[1])
+            self._memo_chars += len(key[1]) + MESSAGE_MEMO_ENTRY_CHARS
         return message
 
     def _finalize(self, items: list[ContextItem], trace: ContextTrace) -> Assembled:
@@ -252,6 +379,7 @@ class ContextPipeline:
                 runs.append((role, [item.content]))
         messages = tuple(self._message(role, texts) for role, texts in runs)
         trace.kept = [f"{i.source}: {i.reason}" if i.reason else i.source for i in items]
+        trace.items = [_trace_item(i) for i in items]
         trace.entries.append(
             TraceEntry(
                 "finalize", "request", 0, 0, trace.total_tokens, 0.0, f"{len(messages)} messages"

@@ -1,4 +1,9 @@
-"""The memory tools: remember, search and forget — always for the turn's own user."""
+"""The memory tools: remember, search and forget — always for the turn's own user.
+
+Search answers nothing in a group chat (the group reads what the model writes from it).
+Remember and search are also offered to the proactive gate; forgetting is left to turns the
+user is present in.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ class SearchArgs(BaseModel):
 
 
 class ForgetArgs(BaseModel):
-    id: int = Field(ge=1, description="The memory id, as shown by memory_search.")
+    id: int = Field(ge=1, le=2**63 - 1, description="The memory id, as shown by memory_search.")
 
 
 def memory_tools(memories: Memories) -> list[Tool]:
@@ -32,6 +37,8 @@ def memory_tools(memories: Memories) -> list[Tool]:
         return f"remembered as memory #{memory_id}"
 
     async def search(scope: Scope, args: SearchArgs) -> str:
+        if scope.in_group:  # the group reads the answer: the user's memories stay private
+            raise ToolError("memories are private: they are not searched in a group chat")
         found = await memories.search(scope.user_pk, args.query, limit=10)
         if not found:
             return "no matching memories"
@@ -48,8 +55,15 @@ def memory_tools(memories: Memories) -> list[Tool]:
             "Store a long-term fact about the current user.",
             RememberArgs,
             remember,
+            proactive=True,
         ),
-        Tool("memory_search", "Search the current user's long-term memories.", SearchArgs, search),
+        Tool(
+            "memory_search",
+            "Search the current user's long-term memories (not in group chats).",
+            SearchArgs,
+            search,
+            proactive=True,
+        ),
         Tool(
             "memory_forget", "Delete one of the current user's memories by id.", ForgetArgs, forget
         ),

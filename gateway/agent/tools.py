@@ -4,6 +4,10 @@ A tool declares its arguments as a pydantic model; the registry derives the JSON
 model sees from it and validates every call against it. Whatever goes wrong — unknown tool,
 invalid arguments, a `ToolError`, or a bug — becomes an `is_error` tool result, so the model
 can recover and the turn goes on. Admin-only tools are offered only in admins' turns.
+
+A tool marked `proactive` is also offered to the proactive gate (`ToolRegistry.proactive`),
+where the model decides about a follow-up with no user present: the tool's owner marks what
+makes sense then (remembering, follow-ups, knowledge), the gate offers nothing else.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class Tool:
     args: type[BaseModel]
     handler: ToolHandler
     admin_only: bool = False
+    proactive: bool = False  # also offered to the proactive gate
 
     def spec(self) -> ToolSpec:
         schema = self.args.model_json_schema()
@@ -42,6 +47,7 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._specs: dict[bool, tuple[ToolSpec, ...]] = {}
+        self._gate_specs: tuple[ToolSpec, ...] = ()
 
     def register(self, *tools: Tool) -> None:
         for tool in tools:
@@ -53,13 +59,28 @@ class ToolRegistry:
             admin: tuple(t.spec() for t in self._tools.values() if admin or not t.admin_only)
             for admin in (False, True)
         }
+        self._gate_specs = tuple(
+            t.spec() for t in self._tools.values() if t.proactive and not t.admin_only
+        )
 
     def specs_for(self, scope: Scope) -> tuple[ToolSpec, ...]:
         return self._specs.get(scope.is_admin, ())
 
-    async def call(self, scope: Scope, call: ToolCall) -> ToolResult:
+    def proactive_specs(self) -> tuple[ToolSpec, ...]:
+        return self._gate_specs
+
+    def proactive(self) -> GateTools:
+        """The tools marked `proactive`, as a tool set of their own (read at each call, so it
+        sees tools registered later)."""
+        return GateTools(self)
+
+    async def call(self, scope: Scope, call: ToolCall, *, proactive: bool = False) -> ToolResult:
         tool = self._tools.get(call.name)
-        if tool is None or (tool.admin_only and not scope.is_admin):
+        if (
+            tool is None
+            or (tool.admin_only and not scope.is_admin)
+            or (proactive and not (tool.proactive and not tool.admin_only))
+        ):
             return ToolResult(call.id, f"unknown tool: {call.name}", is_error=True)
         try:
             args = tool.args.model_validate(call.input)
@@ -75,3 +96,16 @@ class ToolRegistry:
         except Exception:
             log.exception("tool %s failed", call.name)
             return ToolResult(call.id, "the tool failed with an internal error", is_error=True)
+
+
+class GateTools:
+    """The registry's `proactive` tools: what the proactive gate may offer and run."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self._registry = registry
+
+    def specs_for(self, scope: Scope) -> tuple[ToolSpec, ...]:
+        return self._registry.proactive_specs()
+
+    async def call(self, scope: Scope, call: ToolCall) -> ToolResult:
+        return await self._registry.call(scope, call, proactive=True)

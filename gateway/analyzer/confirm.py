@@ -14,7 +14,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
-from gateway.core.errors import ModelError
+from gateway.core.errors import ModelError, OverBudget
 from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,9 @@ class Confirmer:
             return None
         except ModelError as exc:
             log.info("analyzer confirmation failed: %s", type(exc).__name__)
+            return None
+        except OverBudget:  # the turn's own call is refused the same way, with the notice
+            log.info("analyzer confirmation refused: over budget")
             return None
         verdict = parse_verdict(response.text)
         if verdict is None:

@@ -25,7 +25,7 @@ from typing import Any
 from gateway.analyzer.confirm import Confirmer
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance, analyze
 from gateway.analyzer.settings import AnalyzerSection
-from gateway.core.llm import LLMRequest, LLMResponse
+from gateway.core.llm import LLMRequest, LLMResponse, Payer
 from gateway.turns.turn import Turn
 from vault.analyzer import AnalyzerStore, Event
 from vault.conversations import Conversations
@@ -200,8 +200,10 @@ class ContextWatch:
         )
         earlier = [r.text for r in rows if r.role == "user"][-self.settings.recent_messages :]
 
+        payer = Payer(user_pk=scope.user_pk, timezone=scope.timezone)  # spends the user's budget
+
         async def call(request: LLMRequest) -> LLMResponse:
-            return await model_call(request, scope.chat.key)
+            return await model_call(replace(request, payer=payer), scope.chat.key)
 
         verdict = await self.confirmer.confirm(call, earlier, scope.text)
         if verdict == "continuation":

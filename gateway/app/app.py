@@ -1,14 +1,14 @@
 """The composition root: the only place that builds concrete pieces and wires them together.
 
 `App` opens resources in order with an `AsyncExitStack` (vault first, so it closes last) and
-builds, in this order: the stores and the model client; the agent with its context pipeline
-and tools; the channels and delivery; the core and admin commands; then every feature
-(`default_features`: the analyzer, the proactive engine) contributes through the one seam
-(`gateway/features/contributions.py`), `_apply` plugs in what they registered, and `_steps`
-puts the pipeline together for the router. `serve()` runs the channels and background jobs
-under one `TaskGroup`. Shutdown: the stop event stops intake (channels are cancelled),
-in-flight turns drain under a deadline, background work is cancelled, then the exit stack
-closes everything in reverse.
+builds: the stores and the model client; the agent with its context pipeline and tools; the
+channels and delivery; the core and admin commands; then every feature (`default_features`
+in `features.py`) contributes through the one seam (`gateway/features/contributions.py`),
+`_apply` plugs in what they registered, `_steps` puts the pipeline together for the router,
+and the HTTP server starts (`http.py`). `serve()` replays the intake, then runs the channels
+and background jobs under one `TaskGroup`. Shutdown: the stop event stops intake, in-flight
+turns drain under a deadline, background work is cancelled, then the exit stack closes
+everything in reverse.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self, TypeVar
 
-from gateway.admin.api import AdminApi
+from gateway.admin.access import AccessCommands
 from gateway.admin.chat import AdminCommands
 from gateway.admin.gauges import register_vault_metrics
-from gateway.admin.http import HttpServer, health_route
 from gateway.admin.stats import Stats
 from gateway.agent.agent import Agent
 from gateway.agent.context import ContextPipeline, TraceStore
 from gateway.agent.memory_tools import memory_tools
+from gateway.agent.model_health import ModelHealth
 from gateway.agent.providers import (
     CurrentMessageProvider,
     HistoryProvider,
@@ -38,12 +38,13 @@ from gateway.agent.providers import (
     SummaryProvider,
 )
 from gateway.agent.tools import ToolRegistry
-from gateway.analyzer.feature import AnalyzerFeature
 from gateway.app.config import Config
+from gateway.app.features import default_features
+from gateway.app.http import open_http
 from gateway.app.lifecycle import housekeeping, supervise
-from gateway.app.model import open_model
+from gateway.app.model import KeyAlerts, open_model
 from gateway.core.clock import SystemClock
-from gateway.core.errors import ConfigError, FatalChannelError
+from gateway.core.errors import FatalChannelError
 from gateway.core.messages import ChannelHealth, ChatRef, CommandInfo
 from gateway.core.metrics import Metrics
 from gateway.core.ports import (
@@ -51,16 +52,18 @@ from gateway.core.ports import (
     Channel,
     Clock,
     ReportsHealth,
-    ServesRoutes,
     TakesCommands,
 )
+from gateway.core.slots import TurnSlots
 from gateway.features.contributions import BackgroundJob, Contributions, Feature, Services
-from gateway.turns.auth import Authorizer
+from gateway.turns.auth import authorizer_from
 from gateway.turns.commands import CommandRegistry
 from gateway.turns.core_commands import CoreCommands
 from gateway.turns.delivery import Delivery
+from gateway.turns.intake import Intake
 from gateway.turns.locks import ChatLocks
 from gateway.turns.replies import Replier
+from gateway.turns.resume import Resumer
 from gateway.turns.router import Router
 from gateway.turns.steps import (
     agent_step,
@@ -71,26 +74,22 @@ from gateway.turns.steps import (
     record_step,
 )
 from gateway.turns.turn import Step
-from proactive.feature import ProactiveFeature
 from vault.analyzer import AnalyzerStore
 from vault.audit import AuditLog
 from vault.conversations import Conversations
 from vault.db import Vault
 from vault.inbound import InboundLog
+from vault.intake import IntakeStore
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
+from vault.pairing import AccessStore
 from vault.usage import UsageLog
 
 log = logging.getLogger(__name__)
 
 F = TypeVar("F")
-
-
-def default_features(config: Config) -> list[Feature]:
-    """The built-in features, each configured from its own section."""
-    s = config.settings
-    return [AnalyzerFeature(s.analyzer), ProactiveFeature(s.proactive)]
+INTAKE_DOWN = "the vault cannot save inbound messages; they are not confirmed to the platforms"
 
 
 @dataclass
@@ -136,10 +135,10 @@ class App:
         for channel in self.channels:
             if isinstance(channel, TakesCommands):
                 channel.use_commands(menu)
-        # Settled before anything can send; the resend of never-attempted rows runs in the
-        # background once serving (a platform outage must not hold the start-up).
+        # Settled before anything can send; the resend of waiting rows (never attempted, or
+        # put off by a long Retry-After) runs in the background once serving.
         await self.delivery.settle_interrupted()
-        self.http = await self._start_http()
+        self.http = await open_http(self, self._stack)
 
     async def _build_stores(self) -> None:
         s = self.config.settings
@@ -151,18 +150,18 @@ class App:
         self.memories = Memories(self.vault)
         self.outbox = Outbox(self.vault)
         self.inbound_log = InboundLog(self.vault)
+        self.intake_store = IntakeStore(self.vault)
         self.usage = UsageLog(self.vault)
         self._stack.push_async_callback(self.usage.flush)  # runs before the vault closes
         # The counters stay readable (admin stats) while the analyzer is switched off.
         self.analyzer_store = AnalyzerStore(self.vault)
         self.audit = AuditLog(self.vault)
+        self.access = AccessStore(self.vault)
+        self.authorizer = authorizer_from(s.auth, await self.access.grants())
         self.metrics = Metrics()
         register_vault_metrics(self.metrics, self.vault, self.outbox)
-        self.llm = (
-            self.llm_override
-            if self.use_llm_override
-            else await open_model(self.config, self._stack)
-        )
+        override, stack = self.llm_override, self._stack
+        self.llm = override if self.use_llm_override else await open_model(self.config, stack)
 
     def _build_agent(self) -> None:
         s = self.config.settings
@@ -180,6 +179,9 @@ class App:
         )
         self.tools = ToolRegistry()
         self.tools.register(*memory_tools(self.memories))
+        # Turns step out of their router slot while they wait on the model (`core/slots.py`).
+        self.model_health = ModelHealth()
+        self.turn_slots = TurnSlots(s.router.max_concurrency)
         self.agent = Agent(
             llm=self.llm,
             model=s.llm.model,
@@ -191,6 +193,10 @@ class App:
             max_rounds=s.llm.max_tool_rounds,
             clock=self.clock,
             metrics=self.metrics,
+            deadline_s=s.llm.turn_deadline_seconds,
+            max_concurrency=s.llm.max_concurrency,
+            health=self.model_health,
+            turn_slots=self.turn_slots,
         )
 
     def _build_commands(self) -> None:
@@ -212,6 +218,9 @@ class App:
             clock=self.clock,
         )  # fmt: skip
         self.commands.register(self.admin.command())
+        self.admin.use_access(
+            AccessCommands(store=self.access, authorizer=self.authorizer, clock=self.clock)
+        )
         self.commands.on_denied = self.admin.denied
 
     def _collect(self) -> Contributions:
@@ -230,6 +239,9 @@ class App:
                 delivery=self.delivery,
                 chat_locks=self.locks,
                 hint_for=self.replier.hint_for,
+                pipeline=self.pipeline,
+                traces=self.traces,
+                tools=self.tools,
             )
         )
         for feature in self.features:
@@ -247,6 +259,7 @@ class App:
         self.stats.sections.update(c.stats_sections)
         for g in c.gauges:
             self.metrics.gauge(g.name, g.help, g.labels, g.read, kind=g.kind)
+        self.agent.guard = c.guard
 
     def feature(self, kind: type[F]) -> F:
         """The running feature of this type (tests and tools reach what it built)."""
@@ -267,6 +280,7 @@ class App:
             max_attempts=s.delivery.max_attempts,
             backoff_base_s=s.delivery.backoff_base_s,
             backoff_max_s=s.delivery.backoff_max_s,
+            max_inline_wait_s=s.delivery.max_inline_wait_s,
             on_unreachable=self._mark_unreachable,
             metrics=self.metrics,
         )
@@ -279,7 +293,6 @@ class App:
 
     def _build_router(self, c: Contributions) -> None:
         s = self.config.settings
-        self.authorizer = Authorizer(admins=s.auth.admins, allow=s.auth.allow)
         self.router = Router(
             steps=self._steps(c),
             replier=self.replier,
@@ -288,50 +301,44 @@ class App:
             drain_timeout_s=s.router.drain_timeout_s,
             metrics=self.metrics,
             locks=self.locks,
+            slots=self.turn_slots,
         )
-
-    async def _start_http(self) -> HttpServer | None:
-        """The HTTP server starts last, once the router can take what its routes receive."""
-        s = self.config.settings
-        routes = [r for c in self.channels if isinstance(c, ServesRoutes) for r in c.routes()]
-        if not s.http.enabled:
-            if routes:
-                raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
-            return None
-        server = HttpServer(host=s.http.host, port=s.http.port)
-        for route in [*routes, *self.contributions.routes]:
-            server.add_route(route)
-        server.add_route(health_route(self.channel_health))
-        self._mount_admin_api(server)
-        return await self._stack.enter_async_context(server)
-
-    def _mount_admin_api(self, server: HttpServer) -> None:
-        token = self.config.secrets.get("IRIS_API_TOKEN")
-        if token is None:
-            log.info("admin API is off: IRIS_API_TOKEN is not set")
-            return
-        api = AdminApi(
-            token=token,
-            ops=self.contributions.ops,
-            stats=self.stats,
-            metrics=self.metrics,
-            audit=self.audit,
-            clock=self.clock,
+        self.intake = Intake(
+            store=self.intake_store, router=self.router, clock=self.clock, metrics=self.metrics
         )
-        for method, path, handler in api.routes():
-            server.add_aiohttp_route(method, path, handler)
 
     def channel_health(self) -> list[ChannelHealth]:
-        return [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
+        found = [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
+        if self.intake.failing:  # the vault refuses inbound messages: the platforms redeliver
+            found.append(ChannelHealth(channel="intake", connected=False, detail=INTAKE_DOWN))
+        model = self.model_health.report()
+        return found if model is None else [*found, model]
+
+    def _key_alerts(self) -> KeyAlerts:
+        return KeyAlerts(
+            health=self.model_health,
+            admins=self.config.settings.auth.admins,
+            channels=self.channel_map,
+            conversations=self.conversations,
+            delivery=self.delivery,
+        )
 
     def _steps(self, c: Contributions) -> list[Step]:
         """The pipeline, in order: the one place it is put together."""
         s = self.config.settings
         return [
             dedupe_step(),
-            auth_step(self.authorizer, self.inbound_log, self.replier),
+            auth_step(self.authorizer, self.inbound_log, self.replier, self.access),
             record_step(
-                self.conversations, max_chars=s.router.max_message_chars, hooks=c.record_hooks
+                self.conversations,
+                max_chars=s.router.max_message_chars,
+                hooks=c.record_hooks,
+                resumer=Resumer(
+                    conversations=self.conversations,
+                    outbox=self.outbox,
+                    replier=self.replier,
+                    max_age_ms=int(s.router.resume_max_age_minutes * 60_000),
+                ),
             ),
             hooks_step(c.turn_hooks),
             command_step(self.commands, self.replier),
@@ -360,18 +367,19 @@ class App:
             raise leaf from group
 
     async def _serve(self, stop: asyncio.Event) -> None:
+        # What was saved but not finished before the last stop goes first, in arrival order.
+        await self.intake.replay()
         async with asyncio.TaskGroup() as tg:
             intake = [
-                tg.create_task(
-                    supervise(c, self.router.submit, self.clock), name=f"channel {c.name}"
-                )
+                tg.create_task(supervise(c, self.intake, self.clock), name=f"channel {c.name}")
                 for c in self.channels
             ]
             background = [
                 tg.create_task(job(), name="background")
                 for job in [*self.background, *self.contributions.jobs]
             ]
-            background.append(tg.create_task(self.delivery.resend_pending(), name="resend"))
+            background.append(tg.create_task(self.delivery.run(), name="resend"))
+            background.append(tg.create_task(self._key_alerts().run(), name="key alerts"))
             # Housekeeping in wall-clock time, whatever clock the app runs on.
             background.append(
                 tg.create_task(self.vault.run_checkpoints(asyncio.sleep), name="checkpoints")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from gateway.app.config import Config
 from gateway.core.errors import ChannelUnavailable, FatalChannelError
 from gateway.core.ports import Channel, ChecksCredentials
+from gateway.turns.delivery import RESEND_CONCURRENCY
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ def build_channels(config: Config) -> list[Channel]:
                 webhook_url=s.telegram.webhook_url,
                 webhook_path=s.telegram.webhook_path,
                 webhook_secret=secrets.get("TELEGRAM_WEBHOOK_SECRET"),
+                # A connection for every send that can run at once: each turn, each resend.
+                send_connections=s.router.max_concurrency + RESEND_CONCURRENCY,
             )
         )
     if s.slack.enabled:

@@ -1,7 +1,12 @@
-"""The `iris` command line: run, chat, doctor, analyze, simulate, db migrate, db backup.
+"""The `iris` command line: the parser, `main`, and the commands that run Iris itself.
+
+Here: run, chat, analyze, audit, simulate. Elsewhere in this package, one module per group:
+`cli_init.py` (init), `cli_doctor.py` (doctor), `cli_db.py` (db migrate|backup|restore),
+`cli_deploy.py` (slack manifest, service install); `cli_common.py` holds what they share.
 
 Exit codes: 0 success, 1 a check or command failed, 2 bad configuration or usage (before
-anything starts). Errors are one line per problem; tracebacks only for bugs.
+anything starts). Errors are one line per problem; tracebacks only for bugs. Warnings about
+the configuration (a `.env` others can read) go to stderr before the command runs.
 """
 
 from __future__ import annotations
@@ -12,20 +17,21 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gateway.app import cli_db, cli_deploy, cli_doctor, cli_init
+from gateway.app.cli_common import HelpFormatter, Runner, UsageError, add_command
 from gateway.app.config import Config, load_config
-from gateway.core.errors import ConfigError, FatalChannelError, IrisError, VaultError
+from gateway.core.errors import ConfigError, FatalChannelError, IrisError
 
 if TYPE_CHECKING:
     from gateway.analyzer.detect import Params
 
 log = logging.getLogger("iris")
-
-Runner = Callable[[argparse.Namespace, Config], Coroutine[Any, Any, int]]
 
 
 def _setup_logging(level: str, *, quiet: bool = False) -> None:
@@ -47,6 +53,7 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:
     from gateway.app.app import App
     from gateway.app.channels import build_channels, channel_statuses
+    from vault.lock import in_use
 
     statuses = channel_statuses(config)
     for status in statuses:
@@ -56,9 +63,10 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
         log.warning("no channel is running; serving until SIGINT/SIGTERM (try `iris chat`)")
     stop = asyncio.Event()
     _install_stop_signals(stop)
-    async with App(config=config, channels=build_channels(config)) as app:
-        log.info("iris is running (vault %s)", config.settings.vault.path)
-        await app.serve(stop)
+    with in_use(config.settings.vault.path):  # `iris db restore` refuses while this is held
+        async with App(config=config, channels=build_channels(config)) as app:
+            log.info("iris is running (vault %s)", config.settings.vault.path)
+            await app.serve(stop)
     log.info("iris stopped")
     return 0
 
@@ -66,6 +74,7 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
 async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
     from channels.console import ConsoleChannel
     from gateway.app.app import App
+    from vault.lock import in_use
 
     console = ConsoleChannel()
     stop = asyncio.Event()
@@ -75,100 +84,9 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
         await console.done.wait()
         stop.set()
 
-    async with App(config=config, channels=[console], background=[stop_at_eof]) as app:
-        await app.serve(stop)
-    return 0
-
-
-async def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
-    from gateway.app.channels import channel_statuses
-    from vault.db import Vault
-    from vault.migrations import MIGRATIONS
-
-    ok = True
-    print(f"config: ok ({config.source or 'built-in defaults'})")
-    try:
-        async with Vault(config.settings.vault.path) as vault:
-            version = await vault.user_version()
-        pending = len(MIGRATIONS) - version
-        state = "up to date" if pending == 0 else f"{pending} migration(s) pending"
-        if pending < 0:
-            state, ok = "newer than this Iris", False
-        print(f"vault: {config.settings.vault.path} (schema {version}, {state})")
-    except VaultError as exc:
-        ok = False
-        print(f"vault: ERROR {exc}")
-    missing = config.secrets.missing()
-    print("secrets missing: " + (", ".join(missing) if missing else "none"))
-    if "ANTHROPIC_API_KEY" in missing:
-        print("model: not configured (chat messages get a 'no model' notice)")
-    for status in channel_statuses(config):
-        print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
-    if args.online:
-        ok = await _check_model_online(config) and ok
-        ok = await _check_channels_online(config) and ok
-    return 0 if ok else 1
-
-
-async def _check_channels_online(config: Config) -> bool:
-    from gateway.app.channels import check_channels_online
-
-    results = await check_channels_online(config)
-    for name, good, said in results:
-        print(f"channel {name} online: {'ok (' + said + ')' if good else 'FAILED — ' + said}")
-    return all(good for _, good, _ in results)
-
-
-async def _check_model_online(config: Config) -> bool:
-    from gateway.agent.anthropic_llm import AnthropicLLM
-    from gateway.core.errors import ModelError
-    from gateway.core.llm import LLMMessage, LLMRequest
-
-    key = config.secrets.get("ANTHROPIC_API_KEY")
-    if key is None:
-        print("model online: skipped (ANTHROPIC_API_KEY not set)")
-        return False
-    s = config.settings.llm
-    async with AnthropicLLM(
-        api_key=key,
-        model=s.model,
-        base_url=s.base_url,
-        timeout_s=min(s.timeout_s, 30),
-        max_retries=0,
-    ) as llm:
-        try:
-            await llm.complete(
-                LLMRequest(
-                    system_stable="Reply with OK.",
-                    messages=(LLMMessage.user("ping"),),
-                    max_tokens=16,
-                    purpose="doctor",
-                )
-            )
-        except ModelError as exc:
-            print(f"model online: FAILED — {exc}")
-            return False
-    print(f"model online: ok ({s.model})")
-    return True
-
-
-async def cmd_db_migrate(args: argparse.Namespace, config: Config) -> int:
-    from vault.db import Vault
-    from vault.migrations import migrate
-
-    async with Vault(config.settings.vault.path) as vault:
-        applied = await migrate(vault)
-        version = await vault.user_version()
-    print(f"applied: {', '.join(applied) if applied else 'nothing'}; schema version {version}")
-    return 0
-
-
-async def cmd_db_backup(args: argparse.Namespace, config: Config) -> int:
-    from vault.db import Vault
-
-    async with Vault(config.settings.vault.path) as vault:
-        await vault.backup(Path(args.path))
-    print(f"backup written to {args.path}")
+    with in_use(config.settings.vault.path):
+        async with App(config=config, channels=[console], background=[stop_at_eof]) as app:
+            await app.serve(stop)
     return 0
 
 
@@ -208,7 +126,12 @@ async def _analyze_confirmed(lines: list[str], config: Config, params: Params) -
     model = s.confirm_model or llm.model
     confirmer = Confirmer(model=model, timeout_s=s.confirm_timeout_s)
     async with AnthropicLLM(
-        api_key=key, model=model, base_url=llm.base_url, timeout_s=llm.timeout_s, max_retries=0
+        api_key=key,
+        model=model,
+        base_url=llm.base_url,
+        timeout_s=llm.timeout_s,
+        deadline_s=llm.turn_deadline_seconds,
+        max_retries=0,
     ) as adapter:
         return await run_batch(
             lines,
@@ -256,35 +179,18 @@ async def cmd_audit(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-class UsageError(IrisError):
-    """A bad command-line argument (exit code 2)."""
-
-
 async def cmd_simulate(args: argparse.Namespace, config: Config) -> int:
-    import json
-
-    from proactive.engine import EngineConfig
-    from proactive.policy import PolicyConfig
-    from proactive.sim_report import render_html, render_text
-    from proactive.simulate import SimConfig, simulate
+    from proactive.sim_cli import run_simulation
 
     html_path: Path | None = args.html
     if html_path is not None and not html_path.parent.is_dir():
         print(f"error: directory {html_path.parent} does not exist", file=sys.stderr)
         return 2
-    for name in ("proactive", "gateway.turns.delivery"):  # scripted malformed answers and failures
-        logging.getLogger(name).setLevel(logging.ERROR)
-    section = config.settings.proactive
-    report = await simulate(
-        SimConfig(users=args.users, days=args.days, seed=args.seed),
-        PolicyConfig.from_section(section),
-        EngineConfig.from_section(section),
-    )
-    if html_path is not None:
-        await asyncio.to_thread(html_path.write_text, render_html(report), encoding="utf-8")
-    print(json.dumps(report, sort_keys=True) if args.json else render_text(report))
-    broken = ("quiet_hour_violations", "quota_violations", "duplicates", "non_terminal")
-    return 1 if any(report[k] for k in broken) else 0
+    return await run_simulation(
+        config.settings.proactive, users=args.users, days=args.days, seed=args.seed,
+        global_daily=args.global_daily, as_json=args.json, html_path=html_path,
+        out=sys.stdout, err=sys.stderr,
+    )  # fmt: skip
 
 
 def _positive(text: str) -> int:
@@ -294,67 +200,93 @@ def _positive(text: str) -> int:
     return value
 
 
+def package_version() -> str:
+    try:
+        return version("iris-gateway")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--config",
         type=Path,
         default=argparse.SUPPRESS,
-        help="path to config.toml (default: ./config.toml if present)",
+        help="path to config.toml (default: ./config.toml if present; the .env beside it "
+        "is read too)",
     )
     parser = argparse.ArgumentParser(
-        prog="iris", description="Iris chat assistant gateway", parents=[common]
+        prog="iris",
+        description="Iris chat assistant gateway",
+        parents=[common],
+        formatter_class=HelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run", parents=[common], help="start every enabled channel")
-    p.set_defaults(runner=cmd_run)
-    p = sub.add_parser("chat", parents=[common], help="chat in this terminal")
-    p.set_defaults(runner=cmd_chat, quiet=True)
-    p = sub.add_parser("doctor", parents=[common], help="check config, vault and secrets")
-    p.add_argument("--online", action="store_true", help="also call the model API")
-    p.set_defaults(runner=cmd_doctor)
-    p = sub.add_parser(
-        "analyze", parents=[common], help="judge conversations in a JSONL file (context analyzer)"
+    parser.add_argument(
+        "--version", action="version", version=f"iris {package_version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_init.add_parsers(sub, common)
+    add_command(sub, "run", "start every enabled channel", parents=[common], runner=cmd_run)
+    add_command(sub, "chat", "chat in this terminal", parents=[common], runner=cmd_chat, quiet=True)
+    cli_doctor.add_parsers(sub, common)
+    p = add_command(
+        sub,
+        "analyze",
+        "judge conversations in a JSONL file (context analyzer)",
+        parents=[common],
+        runner=cmd_analyze,
+        quiet=True,
     )
     p.add_argument("file", help='JSONL: one {"id", "messages": [...]} per line')
     p.add_argument("--confirm", action="store_true", help="confirm topic shifts with the model")
-    p.set_defaults(runner=cmd_analyze, quiet=True)
-    p = sub.add_parser("audit", parents=[common], help="print the admin audit log")
+    p = add_command(
+        sub, "audit", "print the admin audit log", parents=[common], runner=cmd_audit, quiet=True
+    )
     p.add_argument(
         "--since",
         default="7d",
         help="how far back: a duration like 24h or 7d, or a date like 2026-11-01",
     )
-    p.add_argument("--limit", type=int, default=200)
-    p.set_defaults(runner=cmd_audit, quiet=True)
-    p = sub.add_parser(
-        "simulate", parents=[common], help="run the proactive engine on a synthetic population"
+    p.add_argument("--limit", type=int, default=200, help="most entries printed")
+    p = add_command(
+        sub,
+        "simulate",
+        "run the proactive engine on a synthetic population",
+        parents=[common],
+        runner=cmd_simulate,
+        quiet=True,
     )
-    p.add_argument("--users", type=_positive, default=200)
-    p.add_argument("--days", type=_positive, default=7)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--users", type=_positive, default=200, help="simulated users")
+    p.add_argument("--days", type=_positive, default=7, help="simulated days")
+    p.add_argument("--seed", type=int, default=1, help="random seed (same seed, same run)")
+    p.add_argument(
+        "--global-daily",
+        type=_positive,
+        help="global quota per UTC day (default: the configured one, raised to per_user_daily "
+        "x users so a large synthetic run does not just measure the cap)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--html", type=Path, help="also write a self-contained HTML report")
-    p.set_defaults(runner=cmd_simulate, quiet=True)
-    db = sub.add_parser("db", help="vault maintenance").add_subparsers(
-        dest="db_command", required=True
+    p.add_argument(
+        "--html", type=Path, help="also write a self-contained HTML report (default: none)"
     )
-    p = db.add_parser("migrate", parents=[common], help="apply pending migrations")
-    p.set_defaults(runner=cmd_db_migrate)
-    p = db.add_parser("backup", parents=[common], help="consistent online backup to PATH")
-    p.add_argument("path")
-    p.set_defaults(runner=cmd_db_backup)
+    cli_db.add_parsers(sub, common)
+    cli_deploy.add_parsers(sub, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(args, "plain"):  # `iris init`: it writes the configuration, so none is loaded
+        return int(args.plain(args))
     try:
         config = load_config(getattr(args, "config", None))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return 2
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     _setup_logging(config.settings.log.level, quiet=getattr(args, "quiet", False))
     runner: Runner = args.runner
     try:

@@ -2,8 +2,9 @@
 
 Loaded once, validated completely, before anything starts. Every problem becomes one line naming
 the key path (`llm.max_tokens: ...`) and never echoes the value, so a secret pasted into the wrong
-key does not end up in a terminal or a log. Secrets are read from the environment only: they are
-not fields of the TOML model, so a secret written into the file is an "unknown key" error.
+key does not end up in a terminal or a log. Secrets are read from the environment only (or the
+`.env` file beside the config, see `config_sources.py`): they are not fields of the TOML model,
+so a secret written into the file is an "unknown key" error.
 """
 
 from __future__ import annotations
@@ -16,18 +17,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from pydantic_settings.exceptions import SettingsError
 from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.analyzer.settings import AnalyzerSection
+from gateway.app.config_sources import (
+    env_file_for,
+    known_keys,
+    lists_from_csv,
+    merged_environment,
+    suggest,
+)
 from gateway.core.errors import ConfigError
 from gateway.features.settings import Section
+from gateway.knowledge.settings import KnowledgeSection
+from gateway.limits.settings import LimitsSection
 from proactive.settings import ProactiveSection
 
 DEFAULT_CONFIG_FILE = Path("config.toml")
@@ -46,15 +57,30 @@ class LLMSection(Section):
     model: str = Field("claude-sonnet-5-5", min_length=1)
     base_url: str = ""
     max_tokens: int = Field(2048, ge=16, le=20000)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(1, ge=0, le=5)
+    # The most a turn waits for the model (retries and Retry-After waits included); before
+    # `timeout_s`, whose check reads it.
+    turn_deadline_seconds: float = Field(30.0, gt=0, le=600)
+    timeout_s: float = Field(20.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=5)
+    max_concurrency: int = Field(32, ge=1, le=1024)
     max_tool_rounds: int = Field(6, ge=1, le=50)
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _inside_deadline(cls, value: float, info: ValidationInfo) -> float:
+        deadline = info.data.get("turn_deadline_seconds")
+        if deadline is not None and value >= deadline:
+            raise ValueError("must be less than turn_deadline_seconds (one request's stall "
+                             "timeout has to fit inside the turn's deadline)")  # fmt: skip
+        return value
 
 
 class AuthSection(Section):
     # Entries are "<channel>:<user id>" or "<channel>:*". An empty `allow` admits admins only.
     admins: tuple[str, ...] = ()
     allow: tuple[str, ...] = ()
+    # A stranger's daily notice carries a pairing code an admin can answer with /admin allow.
+    pairing: bool = True
 
     @field_validator("admins", "allow")
     @classmethod
@@ -66,7 +92,9 @@ class AuthSection(Section):
         return value
 
 
-class ContextSection(Section):
+class ContextSection(KnowledgeSection):
+    """`[context]`: the pipeline's budget and sources, plus the knowledge feature's keys."""
+
     max_tokens: int = Field(24000, ge=512)
     history_messages: int = Field(40, ge=0, le=1000)
     memories: int = Field(5, ge=0, le=50)
@@ -79,12 +107,14 @@ class RouterSection(Section):
     max_concurrency: int = Field(32, ge=1, le=1024)
     max_message_chars: int = Field(8000, ge=1)
     drain_timeout_s: float = Field(10.0, ge=0)
+    resume_max_age_minutes: float = Field(60.0, gt=0)
 
 
 class DeliverySection(Section):
     max_attempts: int = Field(5, ge=1, le=20)
     backoff_base_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(60.0, ge=0)
+    max_inline_wait_s: float = Field(5.0, ge=0, le=60)
 
 
 class HTTPSection(Section):
@@ -99,6 +129,17 @@ class TelegramSection(Section):
     base_url: str = "https://api.telegram.org/bot"
     webhook_url: str = ""
     webhook_path: str = "/telegram/webhook"
+
+    @field_validator("base_url")
+    @classmethod
+    def _bot_api_root(cls, value: str) -> str:
+        # python-telegram-bot appends the token to this string: without the /bot suffix every
+        # call would go to a wrong URL and fail as an invalid token, over and over.
+        if not value.startswith(("https://", "http://")) or not value.rstrip("/").endswith("/bot"):
+            raise ValueError(
+                "must be the Bot API root ending in /bot, like https://api.telegram.org/bot"
+            )
+        return value.rstrip("/")
 
 
 class SlackSection(Section):
@@ -134,6 +175,7 @@ class Settings(BaseSettings):
     slack: SlackSection = SlackSection()
     proactive: ProactiveSection = ProactiveSection()
     analyzer: AnalyzerSection = AnalyzerSection()
+    limits: LimitsSection = LimitsSection()
     log: LogSection = LogSection()
 
     @classmethod
@@ -201,12 +243,15 @@ class Config:
     settings: Settings
     secrets: Secrets
     source: Path | None
+    # Said once at start (e.g. a `.env` others can read); nothing stops.
+    warnings: tuple[str, ...] = ()
 
 
 def _format_error(err: Any) -> str:
     path = ".".join(str(part) for part in err["loc"]) or "<root>"
     if err["type"] == "extra_forbidden":
-        return f"{path}: unknown key"
+        loc = tuple(err["loc"])
+        return f"{path}: unknown key{suggest(str(loc[-1]), known_keys(Settings, loc))}"
     return f"{path}: {err['msg'].removeprefix('Value error, ')}"
 
 
@@ -217,7 +262,8 @@ def _unknown_env_keys(env: Mapping[str, str]) -> list[str]:
         if name.startswith(ENV_PREFIX) and "__" in name:
             section = name[len(ENV_PREFIX) :].lower().partition("__")[0]
             if section not in Settings.model_fields:
-                problems.append(f"{name}: unknown section '{section}'")
+                hint = suggest(section, sorted(Settings.model_fields))
+                problems.append(f"{name}: unknown section '{section}'{hint}")
     return problems
 
 
@@ -241,8 +287,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Load and validate everything; raise ConfigError listing every problem."""
-    env = os.environ if env is None else env
     source = resolve_config_path(path)
+    env, warnings = merged_environment(env_file_for(source), os.environ if env is None else env)
+    env = lists_from_csv(env, Settings, ENV_PREFIX)
     data = _read_toml(source) if source else {}
     problems = _unknown_env_keys(env)
     settings: Settings | None = None
@@ -251,15 +298,38 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         settings = Settings(**data)
     except ValidationError as exc:
         problems.extend(_format_error(err) for err in exc.errors())
+    except SettingsError as exc:  # an override pydantic-settings cannot parse (bad JSON)
+        problems.append(f"environment: {exc}; lists are JSON or comma-separated")
     finally:
         _ENVIRON.reset(token)
     if problems or settings is None:
         raise ConfigError(problems)
     secrets = Secrets.from_env(env)
     problems = check_required_secrets(settings, secrets) + check_http_needed(settings)
+    problems += settings.limits.unpriced(
+        {"llm.model": settings.llm.model, "analyzer.confirm_model": settings.analyzer.confirm_model}
+    )
     if problems:
         raise ConfigError(problems)
-    return Config(settings=settings, secrets=secrets, source=source)
+    return Config(settings=settings, secrets=secrets, source=source, warnings=tuple(warnings))
+
+
+def secrets_needed(settings: Settings) -> list[tuple[str, str]]:
+    """(secret, what needs it) for this configuration only: what `iris doctor` lists."""
+    needed = [("ANTHROPIC_API_KEY", "the model")]
+    if settings.telegram.enabled:
+        needed.append(("TELEGRAM_BOT_TOKEN", "[telegram] enabled"))
+        if settings.telegram.mode == "webhook":
+            needed.append(("TELEGRAM_WEBHOOK_SECRET", "[telegram] mode = webhook"))
+    if settings.slack.enabled:
+        needed.append(("SLACK_BOT_TOKEN", "[slack] enabled"))
+        if settings.slack.mode == "socket":
+            needed.append(("SLACK_APP_TOKEN", "[slack] mode = socket"))
+        else:
+            needed.append(("SLACK_SIGNING_SECRET", "[slack] mode = http"))
+    if settings.http.enabled:
+        needed.append(("IRIS_API_TOKEN", "the admin HTTP API (optional)"))
+    return needed
 
 
 def check_required_secrets(settings: Settings, secrets: Secrets) -> list[str]:

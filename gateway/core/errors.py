@@ -7,11 +7,13 @@
     │   ├── UnknownCommand
     │   ├── NotAllowed
     │   ├── NotFound                an id that names nothing (HTTP 404)
-    │   └── WrongState              an action the item's state forbids (HTTP 409)
+    │   ├── WrongState              an action the item's state forbids (HTTP 409)
+    │   └── OverBudget              a model call refused by a spending limit (`[limits]`)
     ├── ModelError                  the language model could not answer
     │   ├── ModelNotConfigured      no API key
     │   ├── ModelUnavailable        transient: rate limit, overload, timeout, connection
-    │   └── ModelRejected           definite: bad request, auth, refusal we can't recover from
+    │   │   └── ModelKeyRejected    the API refused the key (401): answers resume once fixed
+    │   └── ModelRejected           definite: bad request, refusal we can't recover from
     ├── ToolError                   a tool call failed; reported to the model as is_error
     └── DeliveryError               a channel could not deliver
         ├── DeliveryTransient       worth retrying (rate limit, network); may carry retry_after_s
@@ -66,6 +68,21 @@ class WrongState(UserInputError):
     pass
 
 
+class OverBudget(UserInputError):
+    """A model call refused before it was made: a budget of `[limits]` is used up.
+
+    `user_message` says which budget and when it resets in the user's time zone; `limit` names
+    the limit (`user_usd_per_day`, ...) and `window` the period it counts (`2026-03-08`), so a
+    caller can tell the user once per window and record why proactive work was skipped.
+    """
+
+    def __init__(self, user_message: str, *, limit: str, window: str, resets_at_ms: int) -> None:
+        super().__init__(user_message)
+        self.limit = limit
+        self.window = window
+        self.resets_at_ms = resets_at_ms
+
+
 class ModelError(IrisError):
     pass
 
@@ -76,6 +93,12 @@ class ModelNotConfigured(ModelError):
 
 class ModelUnavailable(ModelError):
     """Transient: the model may answer later."""
+
+
+class ModelKeyRejected(ModelUnavailable):
+    """The model API refused the API key. Unavailable rather than rejected: the same request
+    succeeds once an admin fixes the key, so callers treat it like an outage (apology now,
+    proactive work later); `ModelHealth` reports it and admins are told."""
 
 
 class ModelRejected(ModelError):

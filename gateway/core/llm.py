@@ -55,6 +55,15 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Payer:
+    """Whose budget a model call spends: the user a turn, a compaction, a proactive gate or an
+    analyzer confirmation runs for. The gateway sets it; the model adapter ignores it."""
+
+    user_pk: int
+    timezone: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRequest:
     # `system_stable` is the cacheable prefix (persona, instructions): keep it byte-identical
     # between requests. Anything that changes per request goes into `system_dynamic`.
@@ -66,6 +75,10 @@ class LLMRequest:
     model: str | None = None
     purpose: str = "chat"
     tool_choice: str | None = None  # force one tool by name
+    payer: Payer | None = None  # None: no user's budget (only the global one applies)
+    # The most this call may take, retries and Retry-After waits included (`Agent.call` sets
+    # it from `[llm] turn_deadline_seconds`); None leaves it to the adapter's own bound.
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +89,7 @@ class LLMResponse:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

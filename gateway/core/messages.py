@@ -123,3 +123,14 @@ class CommandInfo:
 
     name: str
     summary: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RejectedInbound:
+    """A platform delivery the channel could not translate: kept with the reason, confirmed to
+    the platform, never retried."""
+
+    channel: str
+    key: str
+    reason: str
+    raw: str = ""

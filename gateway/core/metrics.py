@@ -110,10 +110,28 @@ class Metrics:
         self.inbound = self.counter(
             "iris_inbound_messages_total", "Messages received, by channel.", ("channel",)
         )
+        self.intake = self.counter(
+            "iris_intake_total",
+            "Inbound deliveries at intake: saved, replayed at start, rejected, or unsaved "
+            "(the vault refused them; the platform redelivers).",
+            ("event",),
+        )
         self.outbound = self.counter(
             "iris_outbound_messages_total",
             "Messages sent or attempted, by channel, kind and outcome.",
             ("channel", "kind", "status"),
+        )
+        self.delivery_attempts = self.counter(
+            "iris_delivery_attempts_total",
+            "Send calls to a channel, by result: sent, transient (not sent, retried), uncertain "
+            "(may have arrived, never resent), permanent, unreachable, error (unexpected).",
+            ("channel", "result"),
+        )
+        self.delivery_deferred = self.counter(
+            "iris_delivery_deferred_total",
+            "Messages left to the background resend instead of waiting in the turn, by reason: "
+            "retry_after, backoff, or behind (an earlier message to the chat still waits).",
+            ("channel", "reason"),
         )
         self.model_calls = self.counter(
             "iris_model_calls_total",

@@ -19,17 +19,23 @@ from gateway.core.messages import (
     CommandInfo,
     Inbound,
     Outbound,
+    RejectedInbound,
     SentReceipt,
     WebRequest,
     WebResponse,
 )
 
-# Called by a channel for each inbound message, in arrival order, without awaiting it (a
-# receive loop must not wait for a model call). The call schedules the turn at once, so the
-# order of calls is the order of handling within a chat, and returns the future the router
-# keeps until the turn ends (`Router.submit`): the channel need not keep it, and awaiting it
-# waits for the reply. The router handles and logs every failure of the turn.
-InboundHandler = Callable[[Inbound], asyncio.Future[None]]
+# The intake (`gateway/turns/intake.py`): a channel awaits it with each batch of deliveries,
+# in arrival order, BEFORE confirming them to its platform (Telegram's next offset, a
+# webhook's 200, Slack's ack). It returns once the batch is saved, with its turns scheduled
+# (not answered: a receive loop must not wait for a model call); the futures complete when
+# the turns end, and the router tracks and logs them, so the channel need not keep them. If
+# it raises `VaultError`, the batch was not saved: do not confirm it (the platform
+# redelivers). A delivery that cannot be translated goes in as a `RejectedInbound`, so it is
+# recorded with its reason and confirmed, never redelivered forever.
+InboundHandler = Callable[
+    [Sequence[Inbound | RejectedInbound]], Awaitable[Sequence[asyncio.Future[None]]]
+]
 
 
 class Channel(Protocol):

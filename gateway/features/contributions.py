@@ -13,7 +13,10 @@ every feature one `Contributions`, and then applies what they registered, in one
 - `background` — long-lived jobs run under the app's task group until shutdown;
 - `admin` — `/admin` subcommands; `proactive_ops` — the engine's admin API operations;
 - `route` — HTTP routes on the app's server; `gauge` — `/metrics` gauges read at scrape time;
-- `stats` — a section of `/admin stats` and `GET /stats`.
+- `api_read` — a `GET` endpoint of the admin API (its bearer token, audit and OpenAPI document);
+  `api_write` — a `POST` one, with a validated JSON body;
+- `stats` — a section of `/admin stats` and `GET /stats`;
+- `call_guard` — the check every model call passes before it is made (spending limits).
 
 Nothing here writes attributes of `App`: a feature keeps what it built on itself.
 """
@@ -24,9 +27,12 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.agent.context import Provider
-from gateway.agent.tools import Tool
-from gateway.core.admin_ops import ProactiveOps
+from pydantic import BaseModel
+
+from gateway.agent.context import ContextPipeline, Provider, TraceStore
+from gateway.agent.tools import Tool, ToolRegistry
+from gateway.core.admin_ops import JSON, ProactiveOps
+from gateway.core.budget import CallGuard
 from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.metrics import GaugeReader, Metrics
 from gateway.core.ports import Clock, WebRoute
@@ -57,6 +63,28 @@ class AdminSub:
 
 
 @dataclass(frozen=True, slots=True)
+class ApiRead:
+    """`GET <path>[?user=<key>]` on the admin API: the handler gets the validated user key
+    (or None) and returns JSON; `NotFound` is a 404."""
+
+    path: str
+    summary: str
+    handler: Callable[[str | None], Awaitable[JSON]]
+    user_required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ApiWrite:
+    """`POST <path>` on the admin API: the handler gets the body validated against `body`
+    (422 otherwise) and returns JSON; `UserInputError` is a 400, `NotFound` a 404."""
+
+    path: str
+    summary: str
+    body: type[BaseModel]
+    handler: Callable[[Any], Awaitable[JSON]]
+
+
+@dataclass(frozen=True, slots=True)
 class Gauge:
     name: str
     help: str
@@ -79,6 +107,13 @@ class Services:
     delivery: Delivery
     chat_locks: ChatLocks
     hint_for: Callable[[str], Hint]
+    # The context pipeline (providers on/off, priorities) and the trace of each chat's last
+    # request, for features that report or steer what the model is given.
+    pipeline: ContextPipeline
+    traces: TraceStore
+    # Every model tool, complete once all features contributed (the proactive gate offers the
+    # ones marked `proactive`).
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
 
 
 @dataclass
@@ -96,6 +131,9 @@ class Contributions:
     gauges: list[Gauge] = field(default_factory=list)
     stats_sections: dict[str, StatsSection] = field(default_factory=dict)
     ops: ProactiveOps | None = None
+    api_reads: list[ApiRead] = field(default_factory=list)
+    api_writes: list[ApiWrite] = field(default_factory=list)
+    guard: CallGuard | None = None
 
     def command(self, *commands: Command) -> None:
         self.commands.extend(commands)
@@ -131,6 +169,17 @@ class Contributions:
         if name in self.stats_sections:
             raise ValueError(f"stats section {name!r} contributed twice")
         self.stats_sections[name] = section
+
+    def api_read(self, read: ApiRead) -> None:
+        self.api_reads.append(read)
+
+    def api_write(self, write: ApiWrite) -> None:
+        self.api_writes.append(write)
+
+    def call_guard(self, guard: CallGuard) -> None:
+        if self.guard is not None:
+            raise ValueError("a call guard contributed twice")
+        self.guard = guard
 
     def proactive_ops(self, ops: ProactiveOps) -> None:
         if self.ops is not None:

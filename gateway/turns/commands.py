@@ -8,10 +8,11 @@ channel) and return the reply text. Telegram's `/cmd@botname` form is accepted; 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway.core.errors import NotAllowed, UnknownCommand
+from gateway.core.errors import NotAllowed, UnknownCommand, UserInputError
 from gateway.core.scope import Scope
 
 Hint = Callable[[str], str]
@@ -48,6 +49,31 @@ def parse_command(text: str) -> tuple[str, str] | None:
     if not name or not name.replace("_", "").isalnum():
         return None
     return name, rest.strip()
+
+
+MAX_ITEM_ID = 2**63 - 1  # SQLite's largest INTEGER: no row has an id beyond it
+_ITEM_ID = re.compile(r"#?([0-9]+)")
+
+
+def parse_item_id(args: str, usage: str) -> int | None:
+    """The item number a person typed ("12" or "#12") for commands like `/forget N`.
+
+    Not a number (words, signs, non-ASCII digits) -> `UserInputError(usage)`; a number no item
+    can have (0, or beyond SQLite's integers, which it could not even look up) -> None, for
+    the caller's "there is no item N" answer. Say the number back with `typed_id`.
+    """
+    match = _ITEM_ID.fullmatch(args.strip())
+    if match is None:
+        raise UserInputError(usage)
+    digits = match.group(1)
+    number = int(digits) if len(digits) <= 19 else 0
+    return number if 1 <= number <= MAX_ITEM_ID else None
+
+
+def typed_id(args: str, limit: int = 24) -> str:
+    """What the person typed as an id, short enough for a one-line answer."""
+    text = args.strip().removeprefix("#")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class CommandRegistry:

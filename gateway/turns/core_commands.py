@@ -9,11 +9,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from gateway.agent.agent import Agent
+from gateway.agent.agent import Agent, payer_of
 from gateway.core.clock import check_timezone
 from gateway.core.errors import UserInputError
 from gateway.core.llm import LLMMessage
-from gateway.turns.commands import Command, CommandCall, CommandRegistry
+from gateway.turns.commands import (
+    Command,
+    CommandCall,
+    CommandRegistry,
+    parse_item_id,
+    typed_id,
+)
 from vault.conversations import Conversations
 from vault.memories import Memories
 
@@ -46,7 +52,7 @@ class CoreCommands:
             Command(
                 "compact", "summarize this conversation and continue from the summary", self.compact
             ),
-            Command("status", "model, context size and memories", self.status),
+            Command("status", "model, context size, memories and budget", self.status),
             Command("tz", "show or set your time zone", self.tz, usage="[Area/City]"),
             Command("memory", "list what I remember about you", self.memory),
             Command("forget", "delete memory number N", self.forget, usage="N"),
@@ -89,12 +95,15 @@ class CoreCommands:
         summary_tokens = len(scope.summary) // 4 if scope.summary else 0
         memories = await self.memories.count(scope.user_pk)
         model = self.agent.model if self.agent.llm is not None else "none (set ANTHROPIC_API_KEY)"
+        guard = self.agent.guard
+        budget = await guard.remaining(payer_of(scope)) if guard is not None else None
         return (
             f"Model: {model}\n"
             f"In context: {messages} messages, ~{tokens + summary_tokens} of "
             f"{self.context_budget} tokens{' (with a summary)' if scope.summary else ''}\n"
             f"Memories: {memories}\n"
             f"Time zone: {scope.timezone or self.default_timezone + ' (default)'}"
+            + (f"\n{budget}" if budget else "")
         )
 
     async def tz(self, call: CommandCall) -> str:
@@ -124,11 +133,12 @@ class CoreCommands:
         )
 
     async def forget(self, call: CommandCall) -> str:
-        arg = call.args.strip().lstrip("#")
-        if not arg.isdigit():
+        number = parse_item_id(
+            call.args,
+            f"Usage: {call.hint('forget')} N — N is a number from {call.hint('memory')}.",
+        )
+        if number is None or not await self.memories.forget(call.scope.user_pk, number):
             raise UserInputError(
-                f"Usage: {call.hint('forget')} N — N is a number from {call.hint('memory')}."
+                f"There is no memory number {typed_id(call.args)}. See {call.hint('memory')}."
             )
-        if not await self.memories.forget(call.scope.user_pk, int(arg)):
-            raise UserInputError(f"There is no memory number {arg}. See {call.hint('memory')}.")
-        return f"Forgotten: memory {arg}."
+        return f"Forgotten: memory {number}."

@@ -3,7 +3,13 @@
 Idempotency keys derive from the inbound message (`chat:message:n`), so a redelivered inbound
 that slipped past dedupe still cannot produce a second copy of the same reply. A reply is
 recorded in the session only if it was (or may have been) delivered: the model's history
-should match what the user saw.
+should match what the user saw. A reply the delivery had to queue (a long Retry-After, or an
+earlier reply to the chat still waiting) ends the turn at once; it enters the history when
+the background resend delivers it.
+
+The typing indicator is best effort and never costs the reply anything: the channel gives
+it its own small budget of connections (see the Telegram channel), and stopping it only
+stops the refresh loop.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
 from gateway.agent.context import estimate_tokens
-from gateway.core.messages import ChatRef, Outbound, OutboundKind
+from gateway.core.messages import ChatRef, Inbound, Outbound, OutboundKind
 from gateway.core.ports import Channel, Clock
 from gateway.turns.commands import Hint
 from gateway.turns.delivery import Delivery, DeliveryResult, DeliveryStatus
@@ -32,6 +38,11 @@ TYPING_REFRESH_S = 4.0
 
 def default_hint(command: str) -> str:
     return f"/{command}"
+
+
+def reply_key_prefix(inbound: Inbound) -> str:
+    """What every reply to `inbound` has its idempotency key start with."""
+    return f"{inbound.chat.key}:{inbound.message_id}:"
 
 
 class Replier:
@@ -65,7 +76,7 @@ class Replier:
         out = Outbound(
             chat=inbound.chat,
             text=text,
-            idempotency_key=f"{inbound.chat.key}:{inbound.message_id}:{out_kind.value}:{turn.replies}",
+            idempotency_key=f"{reply_key_prefix(inbound)}{out_kind.value}:{turn.replies}",
             reply_to=inbound.message_id or None,
             kind=out_kind,
         )

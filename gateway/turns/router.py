@@ -4,8 +4,10 @@ The chain of steps comes built from `gateway/turns/turn.py`; `gateway/turns/step
 the core steps and `gateway/app/app.py` picks them. The router itself only knows about
 ordering, concurrency, shutdown and errors:
 
-- one lock per chat (FIFO, evicted when idle) keeps a chat strictly in order, and a global
-  semaphore bounds the turns running at once; different chats run concurrently;
+- one lock per chat (FIFO, evicted when idle) keeps a chat strictly in order, and global
+  slots bound the turns running at once; different chats run concurrently. A turn gives its
+  slot back while it waits on the model (`gateway/core/slots.py`: the agent steps out), so a
+  slow or rate-limited model never holds the slots other chats need;
 - `submit()` schedules a turn at call time (so call order is handling order within a chat)
   and returns a task the caller may await;
 - `drain()` stops intake, waits for in-flight turns under a deadline, then cancels the rest;
@@ -25,6 +27,7 @@ from gateway.core.errors import ModelNotConfigured, ModelUnavailable, UserInputE
 from gateway.core.messages import Inbound, OutboundKind
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
+from gateway.core.slots import TurnSlots
 from gateway.turns.locks import ChatLocks
 from gateway.turns.replies import Replier
 from gateway.turns.turn import Step, Turn, build_chain
@@ -53,12 +56,13 @@ class Router:
         drain_timeout_s: float = 10.0,
         metrics: Metrics | None = None,
         locks: ChatLocks | None = None,
+        slots: TurnSlots | None = None,
     ) -> None:
         self._chain = build_chain(steps)
         self._metrics = metrics or Metrics()
         self._replier = replier
         self._clock = clock
-        self._slots = asyncio.Semaphore(max_concurrency)
+        self._slots = slots or TurnSlots(max_concurrency)
         self._locks = locks or ChatLocks()
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = True
@@ -76,22 +80,28 @@ class Router:
     def in_flight(self) -> int:
         return len(self._tasks)
 
-    def submit(self, inbound: Inbound) -> asyncio.Future[None]:
-        """Schedule a turn now; the returned task completes when it has been handled."""
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    def submit(self, inbound: Inbound, *, replay: bool = False) -> asyncio.Future[None]:
+        """Schedule a turn now; the returned task completes when it has been handled.
+        `replay`: the message was saved before a restart and may have been recorded."""
         if not self._accepting:
             log.warning("shutting down: not accepting message %s", inbound.message_id)
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
-        task = asyncio.create_task(self.handle(inbound), name=f"turn {inbound.chat.key}")
+        task = asyncio.create_task(self.handle(inbound, replay), name=f"turn {inbound.chat.key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def handle(self, inbound: Inbound) -> None:
+    async def handle(self, inbound: Inbound, replay: bool = False) -> None:
         self._metrics.inbound.inc(inbound.chat.channel)
-        async with self._locks.hold(inbound.chat.key), self._slots:
-            await self._run_safely(Turn(inbound=inbound, now_ms=self._clock.now_ms()))
+        async with self._locks.hold(inbound.chat.key), self._slots.hold():
+            turn = Turn(inbound=inbound, now_ms=self._clock.now_ms(), replay=replay)
+            await self._run_safely(turn)
 
     async def drain(self) -> None:
         self._accepting = False

@@ -20,15 +20,21 @@ from gateway.core.scope import Scope
 from gateway.turns.auth import Authorizer, Decision
 from gateway.turns.commands import CommandCall, CommandRegistry, parse_command
 from gateway.turns.replies import Replier
+from gateway.turns.resume import Resumer
 from gateway.turns.turn import Next, Step, Turn, TurnHook
 from vault.conversations import Conversations, RecordHook
 from vault.inbound import InboundLog
+from vault.pairing import AccessStore
 
 log = logging.getLogger(__name__)
 
 NOT_AUTHORIZED = (
     "Sorry — you're not authorized to use this assistant. Ask the admin to add `{id}` to "
     "[auth] allow."
+)
+NOT_AUTHORIZED_PAIRING = (
+    "Sorry — you're not authorized to use this assistant yet. Your pairing code is {code}: "
+    "an admin can let you in with `{allow} {code}` (your id is `{id}`)."
 )
 EMPTY_MESSAGE = "I received an empty message — please send some text."
 TOO_LONG = (
@@ -73,7 +79,18 @@ def dedupe_step() -> Step:
     return dedupe
 
 
-def auth_step(authorizer: Authorizer, inbound_log: InboundLog, replier: Replier) -> Step:
+def auth_step(
+    authorizer: Authorizer,
+    inbound_log: InboundLog,
+    replier: Replier,
+    pairing: AccessStore | None = None,
+) -> Step:
+    """Let allowed users on; tell a stranger in a DM once a day how to get in.
+
+    With `pairing` (and `[auth] pairing` on), the notice carries the stranger's pairing code
+    (`vault/pairing.py`) and the admin command that uses it, as typed on their platform.
+    """
+
     async def auth(turn: Turn, nxt: Next) -> None:
         decision = authorizer.decide(turn.inbound)
         if decision is Decision.ALLOW:
@@ -88,6 +105,12 @@ def auth_step(authorizer: Authorizer, inbound_log: InboundLog, replier: Replier)
                 [f"notice:unauthorized:{user.key}:{day}"], turn.now_ms
             ):
                 text = NOT_AUTHORIZED.format(id=user.key)
+                if pairing is not None and authorizer.pairing:
+                    code = await pairing.code_for(
+                        user.channel, user.user_id, user.display_name, turn.now_ms
+                    )
+                    allow = replier.hint_for(user.channel)("admin") + " allow"
+                    text = NOT_AUTHORIZED_PAIRING.format(code=code, allow=allow, id=user.key)
                 await replier.send(turn, text, kind="notice", out_kind=OutboundKind.NOTICE)
             log.info("not authorized: %s", user.key)
 
@@ -95,9 +118,18 @@ def auth_step(authorizer: Authorizer, inbound_log: InboundLog, replier: Replier)
 
 
 def record_step(
-    conversations: Conversations, *, max_chars: int, hooks: Sequence[RecordHook] = ()
+    conversations: Conversations,
+    *,
+    max_chars: int,
+    hooks: Sequence[RecordHook] = (),
+    resumer: Resumer | None = None,
 ) -> Step:
-    """Record the message (and claim its dedupe keys, and run `hooks`) in one transaction."""
+    """Record the message (and claim its dedupe keys, and run `hooks`) in one transaction.
+
+    A replayed message (saved before a restart) that was recorded already is resumed, or ends
+    here if it was answered (`gateway/turns/resume.py`); one too old to answer is recorded
+    and gets a notice instead.
+    """
 
     async def record(turn: Turn, nxt: Next) -> None:
         inbound = turn.inbound
@@ -113,8 +145,17 @@ def record_step(
             dedupe_keys=tuple(dedupe_keys(turn)),
             hooks=hooks,
         )
-        if recorded is None:  # a concurrent redelivery claimed the keys first
+        if recorded is None and turn.replay and resumer is not None:
+            recorded = await resumer.pick_up(turn)
+            if recorded is None:
+                return
+            turn.resumed = True
+        elif recorded is None:  # a concurrent redelivery claimed the keys first
             log.info("duplicate delivery of %s dropped", inbound.message_id)
+            return
+        elif turn.replay and resumer is not None and resumer.too_old(turn):
+            turn.recorded = recorded
+            await resumer.notify_too_old(turn)
             return
         turn.recorded = recorded
         turn.scope = Scope(
@@ -142,7 +183,7 @@ def hooks_step(hooks: Sequence[TurnHook]) -> Step:
     """Side effects of a user writing (engagement marking); a failing hook never costs the reply."""
 
     async def run_hooks(turn: Turn, nxt: Next) -> None:
-        for hook in hooks:
+        for hook in () if turn.resumed else hooks:  # a resumed message ran them before
             try:
                 await hook(turn)
             except Exception:

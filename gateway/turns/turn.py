@@ -28,6 +28,10 @@ class Turn:
     scope: Scope | None = None
     suggestion: str | None = None
     replies: int = 0
+    # Saved before a restart and handed over again (`gateway/turns/intake.py`); `resumed`
+    # once the record step found it recorded but not answered.
+    replay: bool = False
+    resumed: bool = False
 
 
 Next = Callable[[Turn], Awaitable[None]]

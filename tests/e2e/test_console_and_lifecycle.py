@@ -2,15 +2,16 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from channels.console import ConsoleChannel
+from channels.console import WELCOME, ConsoleChannel
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.errors import FatalChannelError
-from gateway.core.messages import ChatRef, Inbound, Outbound
+from gateway.core.messages import ChatRef, Inbound, Outbound, RejectedInbound
 from gateway.core.ports import InboundHandler
 from tests.conftest import make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound, run_clock_until
@@ -29,10 +30,13 @@ async def test_console_interactive_prompts_and_plain_replies() -> None:
             )
         )
 
-    await console.run(lambda message: asyncio.ensure_future(answer(message)))
+    async def intake(batch: Sequence[Inbound | RejectedInbound]) -> list[asyncio.Future[None]]:
+        return [asyncio.ensure_future(answer(m)) for m in batch if isinstance(m, Inbound)]
+
+    await console.run(intake)
     assert [m.text for m in seen] == ["hi", "/help"]
     assert seen[0].message_id != seen[1].message_id
-    assert out.getvalue() == "you> iris> re hi\nyou> you> iris> re /help\nyou> "
+    assert out.getvalue() == f"{WELCOME}\nyou> iris> re hi\nyou> you> iris> re /help\nyou> "
     assert console.done.is_set()
 
 
@@ -50,7 +54,7 @@ async def test_serve_stops_intake_drains_and_returns(
         serving = asyncio.create_task(app.serve(stop))
         await channel.started.wait()
         assert channel.handler is not None
-        turn = channel.handler(inbound("hello"))
+        (turn,) = await channel.handler([inbound("hello")])  # saved and scheduled
         stop.set()
         await serving
         await turn

@@ -261,6 +261,13 @@ class WatchingClock(ManualClock):
             self.changed.notify_all()
         await super().sleep(seconds)
 
+    async def sleep_until(self, when_ms: int) -> None:
+        """Recorded as the seconds from now: a wait handed to the background resend counts."""
+        async with self.changed:
+            self.sleeps.append((when_ms - self.now_ms()) / 1000)
+            self.changed.notify_all()
+        await super().sleep_until(when_ms)
+
     async def wait_for_sleep(self, seconds: float) -> None:
         async with self.changed:
             await asyncio.wait_for(self.changed.wait_for(lambda: seconds in self.sleeps), 5)
@@ -272,7 +279,8 @@ async def test_rate_limited_reply_waits_retry_after_then_is_delivered(tmp_path: 
     async with serving(tmp_path, llm, clock) as (_, api):
         api.send_script.append(error(429, "Too Many Requests: retry after 7", retry_after=7))
         api.queue_updates(message_update("hi", user_id=ALLOWED))
-        await clock.wait_for_sleep(7.0)  # delivery honours Telegram's retry_after
+        # Delivery honours Telegram's retry_after (in the background: the turn does not wait).
+        await clock.wait_for_sleep(7.0)
         assert api.sent == []
         clock.advance(7)
         (reply,) = await api.wait_sent(1)

@@ -7,12 +7,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
 from gateway.core.errors import DeliveryError
-from gateway.core.messages import ChatKind, ChatRef, Inbound, Outbound, SentReceipt, UserRef
+from gateway.core.messages import (
+    ChatKind,
+    ChatRef,
+    Inbound,
+    Outbound,
+    RejectedInbound,
+    SentReceipt,
+    UserRef,
+)
 from gateway.core.ports import InboundHandler
 
 _ids = itertools.count(1)
@@ -80,22 +89,32 @@ def inbound(
 
 
 class Inbox:
-    """An `on_inbound` handler that keeps what a channel hands over; `wait(n)` for n of them.
-
-    Like `Router.submit` it takes the message at call time (so `items` is in call order) and
-    returns a future, here done once waiters have been told."""
+    """An `on_inbound` handler (the intake's shape) that keeps what a channel hands over;
+    `wait(n)` for n of them. Like the intake it takes a batch, keeps it in order, and returns
+    the turns' futures (here already done). `fail_with` makes the next saves raise, as a vault
+    that cannot write would."""
 
     def __init__(self) -> None:
         self.items: list[Inbound] = []
+        self.rejected: list[RejectedInbound] = []
+        self.fail_with: list[Exception] = []
         self.arrived = asyncio.Condition()
 
-    def __call__(self, inbound: Inbound) -> asyncio.Future[None]:
-        self.items.append(inbound)
-        return asyncio.ensure_future(self._notify())
-
-    async def _notify(self) -> None:
+    async def __call__(
+        self, batch: Sequence[Inbound | RejectedInbound]
+    ) -> list[asyncio.Future[None]]:
+        if self.fail_with:
+            raise self.fail_with.pop(0)
+        for item in batch:
+            if isinstance(item, RejectedInbound):
+                self.rejected.append(item)
+            else:
+                self.items.append(item)
         async with self.arrived:
             self.arrived.notify_all()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return [done for item in batch if isinstance(item, Inbound)]
 
     async def wait(self, count: int) -> list[Inbound]:
         async with self.arrived:

@@ -101,6 +101,7 @@ class FakeBotAPI:
         self.me_response: httpx.Response | None = None
         self.updates_response: httpx.Response | None = None
         self.updates_errors: deque[httpx.Response] = deque()  # answered once each, first
+        self.offsets: list[str | None] = []  # the offset each getUpdates confirmed up to
         self._changed = asyncio.Condition()
         self._ids = itertools.count(5000)
         prefix = f"{base}{token}/"
@@ -134,6 +135,7 @@ class FakeBotAPI:
                 {"id": BOT_ID, "is_bot": True, "first_name": "Iris", "username": BOT_USERNAME}
             )
         if method == "getUpdates":
+            self.offsets.append(fields(request).get("offset"))
             return await self._get_updates()
         if method == "sendMessage":
             data = fields(request)

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gateway.agent.memory_tools import memory_tools
+from gateway.agent.tools import ToolRegistry
 from gateway.core.clock import ManualClock
 from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.messages import ChatKind, Outbound, SentReceipt
@@ -18,6 +20,7 @@ from gateway.turns.delivery import Delivery
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor, Probe, no_probe
 from proactive.policy import PolicyConfig
+from proactive.tools import ProactiveTools
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from vault.conversations import Conversations
 from vault.db import Vault
@@ -92,11 +95,19 @@ class Harness:
     locks: Locks = field(default_factory=Locks)
     model_available: bool = True
     auto_send: str | None = None  # with an empty queue, the gate answers send(auto_send)
+    tools: ToolRegistry = field(init=False)  # what the gate may use besides its decision
 
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.vault)
         self.store = ProactiveStore(self.vault)
         self.plog = ProactiveLog(self.vault)
+        self.memories = Memories(self.vault)
+        self.tools = ToolRegistry()
+        self.tools.register(*memory_tools(self.memories))
+        self.tools.register(
+            *ProactiveTools(store=self.store, plog=self.plog, policy=self.policy,
+                            default_confidence=0.8).tools()
+        )  # fmt: skip
         self.delivery = Delivery(
             outbox=Outbox(self.vault), channels={"memory": self.channel}, clock=self.clock,
             backoff_base_s=0.0,
@@ -119,7 +130,7 @@ class Harness:
             store=self.store, plog=self.plog, memories=Memories(self.vault),
             call_model=self.call_model, deliver=self.delivery.deliver_pending,
             chat_lock=(locks or self.locks).hold, clock=self.clock, policy=self.policy,
-            rng=random.Random(seed), probe=probe,
+            rng=random.Random(seed), probe=probe, tools=self.tools.proactive(),
         )  # fmt: skip
         return Engine(vault=self.vault, store=self.store, executor=executor, clock=self.clock,
                       config=self.config, name=name)  # fmt: skip
@@ -178,6 +189,7 @@ async def harness(
             clock=ManualClock(utc_ms(start)),
             llm=FakeLLM(),
             channel=channel or MemoryChannel(),
-            policy=policy or PolicyConfig(jitter_max_ms=0),
+            # No spacing unless a test asks for it: most tests send a user several messages.
+            policy=policy or PolicyConfig(jitter_max_ms=0, min_spacing_ms=0),
             config=EngineConfig(**{"lease_ms": 5 * MIN, **engine}),
         )

@@ -104,7 +104,7 @@ async def test_http_external_trigger_is_deduplicated_and_goes_through_the_gate(
     assert "pending" in (await other.json())["error"]
     elsewhere = await api.post("/proactive/trigger", headers=AUTH,
                                json={**body, "chat": "memory:chat-bob"})  # fmt: skip
-    assert elsewhere.status == 400  # alice never wrote there: nothing of hers goes to bob
+    assert elsewhere.status == 404  # alice never wrote there: nothing of hers goes to bob
     unknown = await api.post("/proactive/trigger", headers=AUTH,
                              json={**body, "chat": "memory:nowhere"})  # fmt: skip
     assert unknown.status == 404

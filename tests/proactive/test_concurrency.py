@@ -18,14 +18,17 @@ def _send(message: str) -> LLMResponse:
     return LLMResponse(parts=(call,), stop_reason="tool_use", model="fake")
 
 
-@pytest.mark.parametrize("quota", ["per_user", "global"])
-async def test_two_items_racing_for_the_last_quota_slot_send_once(
-    tmp_path: Path, quota: str
-) -> None:
-    limits = {"per_user_daily": 1} if quota == "per_user" else {"global_daily": 1}
-    policy = PolicyConfig(jitter_max_ms=0, **limits)
-    async with harness(tmp_path, policy=policy, concurrency=4) as h:
-        second_user = "u1" if quota == "per_user" else "u2"
+@pytest.mark.parametrize("limit", ["per_user", "global", "spacing"])
+async def test_two_engines_racing_for_the_last_slot_send_once(tmp_path: Path, limit: str) -> None:
+    limits = {
+        "per_user": {"per_user_daily": 1},
+        "global": {"global_daily": 1},
+        "spacing": {"min_spacing_ms": 90 * 60_000},
+    }[limit]
+    policy = PolicyConfig(jitter_max_ms=0, **limits)  # type: ignore[arg-type]
+    # One item per engine tick: each engine holds one of the two items.
+    async with harness(tmp_path, policy=policy, max_per_tick=1) as h:
+        second_user = "u2" if limit == "global" else "u1"
         a_user, a_chat = await h.user("u1", chat="chat-a")
         b_user, b_chat = await h.user(second_user, chat="chat-b")
         ids = [await h.intent(a_user, a_chat), await h.intent(b_user, b_chat)]
@@ -40,9 +43,9 @@ async def test_two_items_racing_for_the_last_quota_slot_send_once(
             return _send(f"hello {chat_key}")
 
         h.call_model = gate  # type: ignore[method-assign]
-        report = await h.engine().tick()
+        first, second = await asyncio.gather(h.engine("a").tick(), h.engine("b").tick())
         assert gated == 2
-        assert report.outcomes == {"sent": 1, "deferred": 1}
+        assert first.outcomes | second.outcomes == {"sent": 1, "deferred": 1}
         assert len(h.channel.sent) == 1
         counted = await h.vault.scalar(
             "SELECT count(*) FROM proactive_log WHERE status IN ('delivering', 'sent')"
@@ -51,8 +54,29 @@ async def test_two_items_racing_for_the_last_quota_slot_send_once(
         rows = [await h.row(i) for i in ids]
         deferred = [r for r in rows if r["status"] == "pending"]
         assert len(deferred) == 1
-        assert deferred[0]["reason"] == "quota reached while sending"
+        reason = "spacing" if limit == "spacing" else "quota"
+        assert deferred[0]["reason"] == f"{reason} reached while sending"
         assert deferred[0]["claim"] is None
+
+
+async def test_one_users_items_in_two_chats_run_one_after_the_other(tmp_path: Path) -> None:
+    """Within one engine a user's items share a queue: the second sees the first's send in
+    the policy and waits for the spacing without a gate call."""
+    policy = PolicyConfig(jitter_max_ms=0, min_spacing_ms=90 * 60_000)
+    async with harness(tmp_path, policy=policy, concurrency=8) as h:
+        h.auto_send = "hello"
+        user, chat_a = await h.user("u1", chat="chat-a")
+        _, chat_b = await h.user("u1", chat="chat-b")
+        first = await h.intent(user, chat_a, confidence=0.9)
+        second = await h.intent(user, chat_b, confidence=0.7)
+        report = await h.engine().tick()
+        assert report.outcomes == {"sent": 1, "deferred": 1}
+        assert len(h.llm.requests) == 1
+        assert await h.status(first) == "sent"
+        row = await h.row(second)
+        # 12:00 UTC, two messages left today: paced to 12:00 + (22:00 - 12:00) / 3.
+        assert row["execute_at"] == h.clock.now_ms() + 200 * 60_000
+        assert row["reason"].startswith("spacing")
 
 
 async def test_one_chats_items_run_in_claim_order_while_chats_run_concurrently(
@@ -100,10 +124,12 @@ async def test_a_stop_with_several_items_in_flight_leaves_each_in_one_terminal_s
         task.cancel()
         await asyncio.wait([task])
         await h.vault.idle()  # writes already on their way land (like a crash after them)
+        # A send cut off by the stop is `sending` (a crash) or already `uncertain` (the
+        # delivery marks an attempt it saw cancelled mid-way).
         in_flight = {
             r[0]
             for r in await h.vault.fetchall(
-                "SELECT idempotency_key FROM outbox WHERE status = 'sending'"
+                "SELECT idempotency_key FROM outbox WHERE status IN ('sending', 'uncertain')"
             )
         }
         assert in_flight  # at least the send that signalled

@@ -11,6 +11,7 @@ from proactive.commands import ProactiveCommands
 from proactive.policy import PolicyConfig
 from tests.fakes import inbound
 from tests.proactive.support import DAY, HOUR, Harness, harness
+from vault.proactive.gate_calls import GateCalls
 
 
 async def write(h: Harness, user: str, text: str = "hi", *, ago_ms: int = 0) -> None:
@@ -135,6 +136,7 @@ async def test_why_explains_a_trigger(tmp_path: Path) -> None:
         await engine.tick()
         commands = {c.name: c for c in ProactiveCommands(
             conversations=h.conversations, store=h.store, plog=h.plog, policy=PolicyConfig(),
+            calls=GateCalls(h.vault),
         ).commands()}  # fmt: skip
         msg = inbound("/why", user="quiet")
         scope = Scope(user=msg.user, chat=msg.chat, user_pk=1, chat_pk=1, session_pk=1,

@@ -3,6 +3,7 @@ confidence, opt-out, reminders."""
 
 from __future__ import annotations
 
+from collections import Counter
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -94,11 +95,52 @@ def test_local_day_start_on_dst_days() -> None:
     assert local_day_start_ms(utc_ms("2026-01-10T23:30:00"), tokyo) == utc_ms("2026-01-10T15:00:00")
 
 
-def test_quiet_hours_reschedule_to_window_end_plus_jitter() -> None:
+def test_quiet_hours_reschedule_to_the_users_place_in_the_release_window() -> None:
     now = utc_ms("2026-01-10T23:00:00")  # 00:00 in Berlin
+    # No release window: the window's end exactly (no jitter either).
     verdict = decide(due(now), prefs("Europe/Berlin"), NONE_USED, now, CFG, jitter_ms=7 * 60_000)
     assert verdict.action is Action.RESCHEDULE
-    assert verdict.at_ms == utc_ms("2026-01-11T07:07:00")
+    assert verdict.at_ms == utc_ms("2026-01-11T07:00:00")
+    # A 120-minute window: one whole minute in it per user and night, the same for every item.
+    cfg = PolicyConfig(jitter_max_ms=0, release_window_ms=120 * 60_000)
+    spots = set()
+    for key in range(200):
+        user = user_prefs("Europe/Berlin", {}, cfg, release_key=key)
+        at = decide(due(now), user, NONE_USED, now, cfg, jitter_ms=7 * 60_000).at_ms
+        again = decide(due(now + 60_000), user, NONE_USED, now + 60_000, cfg).at_ms
+        assert at == again
+        assert at is not None
+        assert utc_ms("2026-01-11T07:00:00") <= at < utc_ms("2026-01-11T09:00:00")
+        assert at % 60_000 == 0
+        spots.add(at)
+    assert len(spots) > 80  # spread over the window, not bunched
+    hours = Counter((at - utc_ms("2026-01-11T07:00:00")) // HOUR_MS for at in spots)
+    assert min(hours.values()) > 30
+
+
+def test_spacing_holds_back_a_second_message_and_paces_a_backlog() -> None:
+    cfg = PolicyConfig(jitter_max_ms=0, min_spacing_ms=90 * 60_000, per_user_daily=3)
+    p = prefs("UTC")
+    now = utc_ms("2026-01-10T09:00:00")
+    sent = QuotaCounts(user_today=1, global_today=1, last_send_ms=now - 30 * 60_000)
+    held = decide(due(now), p, sent, now, cfg)
+    assert held.action is Action.RESCHEDULE
+    assert held.reason.startswith("spacing")
+    # 08:30 to 22:00 shared among the two messages left: the next no sooner than 13:00.
+    assert held.at_ms == utc_ms("2026-01-10T13:00:00")
+    # Late in the day the spacing itself is the bound (20:00 + 90 min, not + 60).
+    late = utc_ms("2026-01-10T20:10:00")
+    counts = QuotaCounts(user_today=2, global_today=2, last_send_ms=late - 10 * 60_000)
+    assert decide(due(late), p, counts, late, cfg).at_ms == utc_ms("2026-01-10T21:30:00")
+    # Past the spacing: it goes; reminders never wait for it.
+    done = QuotaCounts(user_today=1, global_today=1, last_send_ms=now - 90 * 60_000)
+    assert decide(due(now), p, done, now, cfg).action is Action.PROCEED
+    reminder = due(now, is_reminder=True)
+    assert decide(reminder, p, sent, now, cfg).action is Action.PROCEED
+    # A spacing that ends in quiet hours waits for the release after them.
+    night = utc_ms("2026-01-10T21:30:00")
+    counts = QuotaCounts(user_today=1, global_today=1, last_send_ms=night - 10 * 60_000)
+    assert decide(due(night), p, counts, night, cfg).at_ms == utc_ms("2026-01-11T08:00:00")
 
 
 @pytest.mark.parametrize(

@@ -1,20 +1,30 @@
-"""The simulator: deterministic per seed, the invariants hold, the outputs are well formed."""
+"""The simulator: deterministic per seed, the invariants hold, the outputs are well formed, and
+the progress bar shows only on a terminal."""
 
 from __future__ import annotations
 
+import html
+import io
 import json
 from pathlib import Path
 
 import pytest
 
 from gateway.app.cli import main
+from proactive.settings import ProactiveSection
+from proactive.sim_cli import TerminalProgress, run_simulation
 
 REQUIRED = {
     "users", "days", "intents", "triggers", "quiet_hour_violations", "quota_violations",
-    "duplicates", "non_terminal", "max_sends_per_user_local_day", "engagement_rate",
+    "spacing_violations", "duplicates", "non_terminal", "max_sends_per_user_local_day",
+    "max_sends_per_user_hour", "min_gap_minutes_per_user", "first_hour_after_quiet_share",
+    "max_local_hour_share", "sends_per_local_hour", "sends_per_day", "engagement_per_day",
+    "engagement_rate", "settings", "gate_tool_calls",
 }  # fmt: skip
 INTENT_KEYS = {"registered", "sent", "skipped", "deferred", "expired", "cancelled", "failed",
                "uncertain"}  # fmt: skip
+VIOLATIONS = ("quiet_hour_violations", "quota_violations", "spacing_violations", "duplicates",
+              "non_terminal")  # fmt: skip
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -26,25 +36,50 @@ def test_simulation_is_deterministic_and_keeps_the_invariants(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, first = run(capsys, "--users", "24", "--days", "3", "--seed", "3", "--json",
+    code, first = run(capsys, "--users", "48", "--days", "4", "--seed", "3", "--json",
                       "--html", str(tmp_path / "r.html"))  # fmt: skip
     assert code == 0
-    _, second = run(capsys, "--users", "24", "--days", "3", "--seed", "3", "--json")
+    _, second = run(capsys, "--users", "48", "--days", "4", "--seed", "3", "--json")
     assert first == second
     report = json.loads(first)
     assert report.keys() >= REQUIRED
     assert report["intents"].keys() >= INTENT_KEYS
     assert report["zones"] >= 20
     assert report["intents"]["sent"] > 0
+    assert report["reminder_sends"] > 0
     assert sum(report["triggers"].values()) > 0
-    for key in ("quiet_hour_violations", "quota_violations", "duplicates", "non_terminal"):
+    for key in VIOLATIONS:
         assert report[key] == 0, key
     assert report["max_sends_per_user_local_day"] <= 3
-    page = (tmp_path / "r.html").read_text()
-    assert page.count("<svg") == 3
+    assert report["max_gated_sends_per_user_hour"] == 1
+    assert report["min_gap_minutes_per_user"]["min"] >= 90
+    assert report["gated_gap_minutes"]["< 90 min"] == 0
+    hours = report["sends_per_local_hour"]
+    assert sum(hours["gated"]) == report["gated_sends"]
+    assert sum(hours["gated"][h] for h in (22, 23, 0, 1, 2, 3, 4, 5, 6, 7)) == 0
+    assert report["settings"]["global_daily"] == 3 * 48  # raised to what 48 users could use
+    page = html.unescape((tmp_path / "r.html").read_text())
+    assert page.count("<svg") == 5
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    _, other = run(capsys, "--users", "24", "--days", "3", "--seed", "4", "--json")
+    for caption in ("recipient's local time", "UTC calendar days", "Engagement over time",
+                    "reminders users asked for (exempt)", "No time-zone basis"):  # fmt: skip
+        assert caption in page, caption
+    _, other = run(capsys, "--users", "48", "--days", "4", "--seed", "4", "--json")
     assert other != first
+
+
+def test_a_binding_global_quota_is_kept_and_still_deterministic(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ("--users", "60", "--days", "3", "--seed", "5", "--json", "--global-daily", "4")
+    code, first = run(capsys, *args)
+    assert code == 0
+    assert run(capsys, *args)[1] == first  # ticks that may use up the quota run in order
+    report = json.loads(first)
+    assert report["settings"]["global_daily"] == 4
+    assert report["quota_violations"] == 0
+    assert max(report["sends_per_day"]["gated"]) <= 4
 
 
 def test_text_report_and_bad_arguments(
@@ -53,8 +88,38 @@ def test_text_report_and_bad_arguments(
     monkeypatch.chdir(tmp_path)
     code, out = run(capsys, "--users", "5", "--days", "1")
     assert code == 0
+    assert "spacing violations 0" in out
     assert "Invariants: quiet-hour violations 0" in out
-    with pytest.raises(SystemExit) as exc:
-        main(["simulate", "--days", "0"])
-    assert exc.value.code == 2
+    for bad in (["--days", "0"], ["--global-daily", "0"], ["--users", "many"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["simulate", *bad])
+        assert exc.value.code == 2
     assert main(["simulate", "--users", "2", "--days", "1", "--html", "/no/such/dir/r.html"]) == 2
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_progress_shows_on_a_terminal_only() -> None:
+    section = ProactiveSection()
+    out, err = Terminal(), Terminal()
+    assert await run_simulation(section, users=3, days=1, seed=1, as_json=False,
+                                html_path=None, out=out, err=err) == 0  # fmt: skip
+    drawn = err.getvalue()
+    assert "simulating [" in drawn and "100%" in drawn and "simulated in" in drawn
+    assert "simulating" not in out.getvalue()
+    for as_json, out, err in ((True, Terminal(), Terminal()), (False, io.StringIO(), Terminal())):
+        await run_simulation(section, users=3, days=1, seed=1, as_json=as_json, html_path=None,
+                             out=out, err=err)  # fmt: skip
+        assert err.getvalue() == ""  # --json, or output piped: no bar
+
+
+def test_progress_bar_redraws_only_when_the_percentage_moves() -> None:
+    err = Terminal()
+    bar = TerminalProgress(err, width=10)
+    for done in range(1001):
+        bar(done * 86_400, 1000 * 86_400)  # a thousand calls over one simulated day
+    assert err.getvalue().count("\r") == 101
+    assert "[##########] 100%" in err.getvalue()

@@ -8,7 +8,8 @@ import pytest
 
 from gateway.core.errors import VaultError
 from vault.db import Vault
-from vault.migrations import MIGRATIONS, Migration, migrate
+from vault.migrations import MIGRATIONS, migrate
+from vault.schema import Migration
 
 
 async def test_migrates_from_empty_and_rerun_is_a_noop(tmp_path: Path) -> None:

@@ -84,6 +84,7 @@ class Item:
     chat_unreachable: bool
     in_group: bool  # a group reads what is sent: nothing private of the user's goes into it
     user_name: str
+    user_id: str  # the platform's id (`UserRef.user_id`) on the chat's channel
     timezone: str | None
     settings: dict[str, Any]
     last_seen_ms: int
@@ -121,6 +122,7 @@ def item_from_row(row: Any) -> Item:
         chat_unreachable=row["unreachable_ms"] is not None,
         in_group=row["chat_kind"] == "group",
         user_name=row["display_name"] or row["user_id"],
+        user_id=row["user_id"],
         timezone=row["timezone"],
         settings=json.loads(row["settings"]),
         last_seen_ms=row["last_seen_ms"],
@@ -129,12 +131,23 @@ def item_from_row(row: Any) -> Item:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuotaCheck:
-    """Re-checked inside the delivery transaction, so two runs can't both take the last slot."""
+    """Re-checked inside the delivery transaction, so two runs can't both take the last slot
+    (nor two of one user's items, in two chats, both go out within the spacing)."""
 
     user_since_ms: int
     user_limit: int
     global_since_ms: int
     global_limit: int
+    spacing_ms: int = 0  # 0: no spacing between this user's messages
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """`begin_delivery` wrote nothing: a quota is used up, or the user's last proactive message
+    (at `last_send_ms`) is more recent than the spacing allows."""
+
+    reason: Literal["quota", "spacing"]
+    last_send_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,8 @@
 
 The report (`proactive/sim_report.py`) checks the engine from the outside: it maps each
 message the channel received back to its item and that user's zone and settings, and counts
-items by status and type, items deferred at least once, and items left claimed or delivering.
+items by status and type, items deferred at least once, items left claimed or delivering, and
+which delivered messages were engaged (for engagement over time).
 Those reads live here, beside the tables' other stores, so that SQL stays in the vault; they
 return typed values, never `sqlite3.Row`.
 """
@@ -85,3 +86,10 @@ class ProactiveReport:
                        OR (status = 'pending' AND claim IS NOT NULL))"""
         )
         return int(found)
+
+    async def engagement(self) -> list[tuple[int, bool]]:
+        """(sent_at, engaged) of every delivered proactive message, in time order."""
+        rows = await self.vault.fetchall(
+            "SELECT sent_at, engaged FROM proactive_log WHERE status = 'sent' ORDER BY sent_at"
+        )
+        return [(int(r[0]), bool(r[1])) for r in rows]

@@ -87,16 +87,19 @@ async def scan(
     vault: Vault,
     *,
     now_ms: int,
-    dormancy_ms: int,
+    dormancy_ms: int | None,
     unanswered_ms: int,
     max_age_ms: int,
     drop_ratio: float,
     limit: int = 10_000,
 ) -> ScanResult:
-    """Run the three detectors in one transaction; at most `limit` new triggers each."""
+    """Run the detectors in one transaction; at most `limit` new triggers each.
+    `dormancy_ms` None: the dormant-user detector is off (`[proactive.dormancy] enabled`)."""
     async with vault.transaction() as tx:
         return ScanResult(
-            await tx.execute_rowcount(
+            0
+            if dormancy_ms is None
+            else await tx.execute_rowcount(
                 DORMANT, {"now": now_ms, "cutoff": now_ms - dormancy_ms, "limit": limit}
             ),
             await tx.execute_rowcount(

@@ -12,7 +12,9 @@ The engine's hot transactions are synchronous bodies (`vault/proactive/tx.py`) r
 
 from __future__ import annotations
 
-from dataclasses import replace
+import asyncio
+import sqlite3
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.core.messages import Outbound
@@ -23,6 +25,7 @@ from vault.proactive.items import (
     TARGET_COLUMNS,
     TERMINAL,
     TRIGGER_TYPES,
+    Blocked,
     Delivering,
     Item,
     ItemStatus,
@@ -40,12 +43,15 @@ from vault.proactive.tx import (
     expire_stale_in,
     finish_in,
     reschedule_in,
+    send_times_in,
+    sends_since_in,
     take_over_in,
 )
 
 __all__ = [
     "TERMINAL",
     "TRIGGER_TYPES",
+    "Blocked",
     "Delivering",
     "Item",
     "ItemStatus",
@@ -54,6 +60,16 @@ __all__ = [
     "QuotaCheck",
     "Source",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claimed:
+    """What a tick starts from (`expire_and_claim`)."""
+
+    expired: int
+    items: list[Item]  # oldest due first
+    sends: dict[int, list[int]]  # each claimed item's user: counted sends since the floor
+    global_sends: int  # everyone's counted sends since the UTC day's start
 
 
 class ProactiveStore:
@@ -75,14 +91,19 @@ class ProactiveStore:
         execute_at: int,
         now_ms: int,
     ) -> int:
-        async with self.vault.transaction() as tx:
-            return await tx.execute(
+        values = (chat, user, what, why, confidence, kind, int(exact_time), execute_at,
+                  execute_at, now_ms)  # fmt: skip
+
+        def insert(raw: sqlite3.Connection) -> int:
+            cursor = raw.execute(
                 """INSERT INTO proactive_intents (chat, user, what, why, confidence, kind,
                        exact_time, execute_at, due_at, created_at)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (chat, user, what, why, confidence, kind, int(exact_time), execute_at,
-                 execute_at, now_ms),
-            )  # fmt: skip
+                values,
+            )
+            return int(cursor.lastrowid or 0)
+
+        return await self.vault.run(insert)
 
     async def add_trigger(
         self,
@@ -111,18 +132,24 @@ class ProactiveStore:
 
     async def cancel_intent(self, user: int, intent_id: int, now_ms: int) -> bool:
         """Cancel one of `user`'s pending intents (never another user's; never one in flight)."""
-        async with self.vault.transaction() as tx:
-            changed = await tx.execute_rowcount(
-                """UPDATE proactive_intents SET status = 'cancelled', finished_at = ?,
-                       reason = 'cancelled by request', claim = NULL, lease_until = NULL
-                   WHERE id = ? AND user = ? AND status = 'pending'""",
-                (now_ms, intent_id, user),
-            )
+        changed = await self.vault.write_rowcount(
+            """UPDATE proactive_intents SET status = 'cancelled', finished_at = ?,
+                   reason = 'cancelled by request', claim = NULL, lease_until = NULL
+               WHERE id = ? AND user = ? AND status = 'pending'""",
+            (now_ms, intent_id, user),
+        )
         return changed == 1
 
     async def pending_intents(self, user: int, limit: int = 20) -> list[Item]:
         return await self._items(
             "intent", "i.user = ? AND i.status = 'pending' ORDER BY i.execute_at LIMIT ?",
+            (user, limit),
+        )  # fmt: skip
+
+    async def pending_triggers(self, user: int, limit: int = 20) -> list[Item]:
+        """The user's check-ins found by the passive scan (or raised from outside), not yet run."""
+        return await self._items(
+            "trigger", "i.user = ? AND i.status = 'pending' ORDER BY i.execute_at LIMIT ?",
             (user, limit),
         )  # fmt: skip
 
@@ -159,13 +186,43 @@ class ProactiveStore:
         ids = await self.vault.run(
             lambda raw: claim_in(raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token)
         )
-        items: list[Item] = []
+        return await self._claimed(ids)
+
+    async def expire_and_claim(
+        self, *, now_ms: int, cutoff_ms: int, lease_ms: int, limit: int, token: str,
+        sends_since_ms: int, global_since_ms: int,
+    ) -> Claimed:  # fmt: skip
+        """`expire_stale`, then `claim`, in one transaction that also reads back the claimed
+        items and the quota-counted sends their users got since `sends_since_ms` and everyone
+        got since `global_since_ms` — the start of a tick in one hop."""
+
+        def body(raw: sqlite3.Connection) -> Claimed:
+            expired = expire_stale_in(raw, now_ms=now_ms, cutoff_ms=cutoff_ms)
+            ids = claim_in(raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token)
+            items = [
+                item_from_row(row)
+                for source in ("intent", "trigger")
+                for at in range(0, len(ids[source]), 500)
+                for row in raw.execute(*_by_ids(source, ids[source][at : at + 500])).fetchall()
+            ]
+            return Claimed(
+                expired=expired,
+                items=sorted(items, key=lambda i: (i.execute_at, i.source, i.id)),
+                sends=send_times_in(raw, (i.user_pk for i in items), sends_since_ms),
+                global_sends=sends_since_in(raw, global_since_ms),
+            )
+
+        return await self.vault.run(body)
+
+    async def _claimed(self, ids: dict[str, list[int]]) -> list[Item]:
+        """The claimed rows as items (read together), oldest due first."""
+        reads = []
         for source in ("intent", "trigger"):
             found = ids[source]
             for at in range(0, len(found), 500):
-                chunk = found[at : at + 500]
-                marks = ",".join("?" * len(chunk))
-                items += await self._items(source, f"i.id IN ({marks})", tuple(chunk))
+                sql, params = _by_ids(source, found[at : at + 500])
+                reads.append(self.vault.fetchall(sql, params))
+        items = [item_from_row(r) for rows in await asyncio.gather(*reads) for r in rows]
         return sorted(items, key=lambda i: (i.execute_at, i.source, i.id))
 
     async def next_due_ms(self) -> int | None:
@@ -195,9 +252,10 @@ class ProactiveStore:
 
     async def begin_delivery(
         self, item: Item, out: Outbound, now_ms: int, quota: QuotaCheck | None
-    ) -> int | None:
-        """Outbox row + log row + `delivering`, atomically. None: no quota left; raises
-        `LostClaim` (everything rolled back) if the row changed hands."""
+    ) -> int | Blocked:
+        """Outbox row + log row + `delivering`, atomically. `Blocked`: no quota left or the
+        spacing is not over (nothing written); raises `LostClaim` (everything rolled back) if
+        the row changed hands."""
         return await self.vault.run(
             lambda raw: begin_delivery_in(raw, item, out, now_ms, quota, self._gauge)
         )
@@ -213,14 +271,19 @@ class ProactiveStore:
 
     async def delivering(self) -> list[Delivering]:
         found: list[Delivering] = []
-        for source in ("intent", "trigger"):
-            rows = await self.vault.fetchall(
-                f"""{ITEM_SELECT[source]}{TARGET_COLUMNS}, o.id AS outbox_id,
-                        o.status AS outbox_status, i.lease_until, i.result AS text
-                    FROM {TABLES[source]} i JOIN chats c ON c.id = i.chat
-                    JOIN users u ON u.id = i.user JOIN outbox o ON o.id = i.outbox_id
-                    WHERE i.status = 'delivering'"""
+        both = await asyncio.gather(  # one read hop for the two tables
+            *(
+                self.vault.fetchall(
+                    f"""{ITEM_SELECT[source]}{TARGET_COLUMNS}, o.id AS outbox_id,
+                            o.status AS outbox_status, i.lease_until, i.result AS text
+                        FROM {TABLES[source]} i JOIN chats c ON c.id = i.chat
+                        JOIN users u ON u.id = i.user JOIN outbox o ON o.id = i.outbox_id
+                        WHERE i.status = 'delivering'"""
+                )
+                for source in ("intent", "trigger")
             )
+        )
+        for rows in both:
             found += [
                 Delivering(
                     item=item_from_row(r),
@@ -265,3 +328,13 @@ class ProactiveStore:
             f"SELECT status, count(*) FROM {TABLES[source]} GROUP BY status"
         )
         return {str(r[0]): int(r[1]) for r in rows}
+
+
+def _by_ids(source: Source, ids: list[int]) -> tuple[str, tuple[int, ...]]:
+    """The query reading these rows of one table as items, and its parameters."""
+    marks = ",".join("?" * len(ids))
+    return (
+        f"""{ITEM_SELECT[source]}{TARGET_COLUMNS} FROM {TABLES[source]} i
+            JOIN chats c ON c.id = i.chat JOIN users u ON u.id = i.user WHERE i.id IN ({marks})""",
+        tuple(ids),
+    )

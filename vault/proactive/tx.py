@@ -12,14 +12,44 @@ the send.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from gateway.core.messages import Outbound
 from vault.conversations import insert_message, open_session
-from vault.proactive.items import TABLES, Item, ItemStatus, LostClaim, QuotaCheck
+from vault.proactive.items import TABLES, Blocked, Item, ItemStatus, LostClaim, QuotaCheck
 
 COUNTED = "('delivering', 'sent', 'uncertain')"
 
 # The chat's open session, created if there is none (the partial unique index makes it one).
+
+
+def send_times_in(
+    raw: sqlite3.Connection, users: Iterable[int], since_ms: int
+) -> dict[int, list[int]]:
+    """`sent_at` of each user's quota-counted messages since `since_ms`."""
+    found: dict[int, list[int]] = {user: [] for user in users}
+    unique = list(found)
+    for at in range(0, len(unique), 500):
+        chunk = unique[at : at + 500]
+        rows = raw.execute(
+            f"""SELECT user, sent_at FROM proactive_log
+                WHERE user IN ({",".join("?" * len(chunk))}) AND sent_at >= ?
+                  AND status IN {COUNTED}""",
+            (*chunk, since_ms),
+        ).fetchall()
+        for row in rows:
+            found[int(row[0])].append(int(row[1]))
+    return found
+
+
+def sends_since_in(raw: sqlite3.Connection, since_ms: int) -> int:
+    """Everyone's quota-counted messages since `since_ms`."""
+    return int(
+        raw.execute(
+            f"SELECT count(*) FROM proactive_log WHERE sent_at >= ? AND status IN {COUNTED}",
+            (since_ms,),
+        ).fetchone()[0]
+    )
 
 
 def claim_in(
@@ -121,6 +151,19 @@ class GlobalGauge:
         return self._count >= limit
 
 
+def spacing_block_in(
+    raw: sqlite3.Connection, user: int, now_ms: int, spacing_ms: int
+) -> Blocked | None:
+    """The user's latest counted message, if it went out less than `spacing_ms` ago (any chat;
+    an index range scan of `proactive_log_user`)."""
+    last = raw.execute(
+        f"""SELECT max(sent_at) FROM proactive_log
+            WHERE user = ? AND sent_at > ? AND status IN {COUNTED}""",
+        (user, now_ms - spacing_ms),
+    ).fetchone()[0]
+    return None if last is None else Blocked("spacing", int(last))
+
+
 def quota_full_in(
     raw: sqlite3.Connection, user: int, quota: QuotaCheck, gauge: GlobalGauge
 ) -> bool:
@@ -142,10 +185,16 @@ def begin_delivery_in(
     now_ms: int,
     quota: QuotaCheck | None,
     gauge: GlobalGauge,
-) -> int | None:
-    """Outbox row + log row + `delivering`. None: no quota left. Raises LostClaim (rollback)."""
-    if quota is not None and quota_full_in(raw, item.user_pk, quota, gauge):
-        return None
+) -> int | Blocked:
+    """Outbox row + log row + `delivering`, or `Blocked` (no quota left, or the spacing is not
+    over) with nothing written. Raises LostClaim (rollback)."""
+    if quota is not None:
+        if quota_full_in(raw, item.user_pk, quota, gauge):
+            return Blocked("quota")
+        if quota.spacing_ms > 0:
+            blocked = spacing_block_in(raw, item.user_pk, now_ms, quota.spacing_ms)
+            if blocked is not None:
+                return blocked
     chat = out.chat
     row = raw.execute(
         """INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,

@@ -17,6 +17,7 @@ from gateway.core.errors import (
     DeliveryPermanent,
     DeliveryTransient,
     FatalChannelError,
+    VaultError,
 )
 from gateway.core.messages import ChatRef, Outbound, WebRequest, WebResponse
 from tests.fakes import Inbox
@@ -158,12 +159,17 @@ async def test_send_posts_mrkdwn_in_the_thread(fake: FakeSlackAPI) -> None:
     assert fake.posts[0]["thread_ts"] == "1767225600.000100"
 
 
-async def test_rate_limit_is_retried_after_retry_after(fake: FakeSlackAPI) -> None:
-    fake.rate_limit(1, retry_after="0")
+async def test_a_rate_limit_is_not_slept_on_inside_the_sdk(fake: FakeSlackAPI) -> None:
+    """A 429 surfaces at once with its Retry-After: delivery decides whether the turn waits
+    (a short one) or leaves the message to the background resend (a long one)."""
+    fake.rate_limit(1, retry_after="600")
     channel = make_channel(fake)
-    await channel.send(
-        Outbound(chat=ChatRef(channel="slack", chat_id="D1"), text="x", idempotency_key="k")
-    )
+    message = Outbound(chat=ChatRef(channel="slack", chat_id="D1"), text="x", idempotency_key="k")
+    with pytest.raises(DeliveryTransient) as caught:
+        await channel.send(message)
+    assert caught.value.retry_after_s == 600.0
+    assert fake.calls.count("chat.postMessage") == 1
+    await channel.send(message)  # the retry goes through
     assert [p["text"] for p in fake.posts] == ["x"]
 
 
@@ -267,3 +273,16 @@ async def test_interactive_payloads_are_acked(running: tuple[SlackChannel, Inbox
     body = urlencode({"payload": json.dumps(payload)})
     assert (await post(channel, body, signed_headers(body, content_type=FORM))).status == 200
     assert inbox.items == []
+
+
+async def test_an_event_is_saved_before_it_is_acked(
+    running: tuple[SlackChannel, Inbox],
+) -> None:
+    channel, inbox = running
+    inbox.fail_with.append(VaultError("disk full"))
+    body = event_body(dm_event("keep me"), event_id="EvSave")
+    headers = signed_headers(body, content_type=JSON)
+    assert (await post(channel, body, headers)).status >= 500  # not acked: Slack redelivers
+    assert inbox.items == []
+    assert (await post(channel, body, headers, retry=1)).status == 200
+    assert [i.text for i in await inbox.wait(1)] == ["keep me"]

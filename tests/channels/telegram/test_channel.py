@@ -19,6 +19,7 @@ from gateway.core.errors import (
     DeliveryTransient,
     DeliveryUncertain,
     FatalChannelError,
+    VaultError,
 )
 from gateway.core.messages import ChatRef, CommandInfo, Outbound, WebRequest
 from tests.fakes import Inbox
@@ -108,9 +109,15 @@ async def test_timeout_is_uncertain(tg: TelegramChannel) -> None:
 @pytest.mark.parametrize(
     ("failure", "expected"),
     [
-        (httpx.ConnectError("refused"), DeliveryTransient),  # never reached Telegram: retry
-        (httpx.ReadError("reset"), DeliveryUncertain),  # may have been sent: never resend
+        # Never reached Telegram: safe to retry.
+        (httpx.ConnectError("refused"), DeliveryTransient),
+        (httpx.ConnectTimeout("no answer to the SYN"), DeliveryTransient),
+        (httpx.PoolTimeout("every connection busy"), DeliveryTransient),
+        # May have been sent: never resent.
+        (httpx.ReadError("reset"), DeliveryUncertain),
         (httpx.RemoteProtocolError("closed"), DeliveryUncertain),
+        (httpx.ReadTimeout("slow answer"), DeliveryUncertain),
+        (httpx.WriteTimeout("slow upload"), DeliveryUncertain),
     ],
 )
 async def test_network_errors_retry_only_when_nothing_was_sent(
@@ -157,6 +164,43 @@ async def test_polling_hands_updates_over_in_order(api: FakeBotAPI, tg: Telegram
         await asyncio.wait([task])
 
 
+async def test_a_batch_is_confirmed_only_once_saved(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    inbox = Inbox()
+    inbox.fail_with.append(VaultError("disk full"))
+    first = message_update("one")
+    api.queue_updates(first)
+    with pytest.raises(ChannelUnavailable):  # the supervisor retries with backoff
+        await tg.run(inbox)
+    assert "cannot save" in tg.health().detail
+    # Restarted: Telegram is asked from the same offset, so it redelivers the batch.
+    api.queue_updates(first)
+    task = asyncio.create_task(tg.run(inbox))
+    try:
+        assert [i.text for i in await inbox.wait(1)] == ["one"]
+        await api.wait_polls(3)
+        assert api.offsets[:2] == [None, None]
+        assert api.offsets[2] == str(first["update_id"] + 1)
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
+async def test_an_update_that_does_not_translate_is_rejected_and_confirmed(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    inbox = Inbox()
+    # A mention entity that splits a surrogate pair: its text cannot be decoded.
+    broken = message_update("😀x", entities=[{"type": "mention", "offset": 1, "length": 1}])
+    api.queue_updates(broken, message_update("fine"))
+    task = asyncio.create_task(tg.run(inbox))
+    try:
+        assert [i.text for i in await inbox.wait(1)] == ["fine"]
+        assert [r.key for r in inbox.rejected] == [f"telegram:update:{broken['update_id']}"]
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
 async def test_poll_conflict_raises_for_the_supervisor(
     api: FakeBotAPI, tg: TelegramChannel
 ) -> None:
@@ -198,6 +242,8 @@ async def test_webhook_checks_the_secret_and_dispatches(api: FakeBotAPI) -> None
             assert inbox.items == []
             assert (await route.handler(webhook_request(b"{not json", "s3cret"))).status == 400
             assert (await route.handler(webhook_request(b"[1, 2]", "s3cret"))).status == 400
+            inbox.fail_with.append(VaultError("disk full"))
+            assert (await route.handler(webhook_request(body, "s3cret"))).status == 503
             assert (await route.handler(webhook_request(body, "s3cret"))).status == 200
             assert [i.text for i in await inbox.wait(1)] == ["via hook"]
         finally:

@@ -166,7 +166,91 @@ async def test_stats_metrics_and_openapi(client: TestClient[Any, Any]) -> None:
     assert spec["openapi"].startswith("3.")
     assert "/proactive/intent" in spec["paths"]
     body = spec["paths"]["/proactive/intent"]["post"]["requestBody"]
-    assert "what" in json.dumps(body)
+    assert body["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/IntentRequest"
+    }
+    intent = spec["components"]["schemas"]["IntentRequest"]
+    assert "what" in intent["required"]
+    assert len(intent["oneOf"]) == 2  # exactly one of delay_minutes or at
+    assert "$defs" not in json.dumps(spec)  # every reference resolves inside the document
+    assert spec["paths"]["/proactive/scan"]["post"]["requestBody"]["required"] is False
+
+
+OK_INTENT = {"user": "telegram:1", "chat": "telegram:1", "what": "check", "delay_minutes": 60}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/proactive/cancel", {"id": 2**64}, "id"),
+        ("/proactive/cancel", {"id": 2**63}, "id"),
+        ("/proactive/execute", {"id": -1}, "id"),
+        ("/proactive/cancel", {"id": "5"}, "id"),
+        ("/proactive/cancel", {"id": True}, "id"),
+        ("/proactive/cancel", {"id": 1.5}, "id"),
+        ("/proactive/cancel", [1], "body"),
+        ("/proactive/cancel", {"id": 1, "extra": 1}, "extra"),
+        ("/proactive/intent", {**OK_INTENT, "delay_minutes": None}, "body"),
+        ("/proactive/intent", {**OK_INTENT, "at": "2026-11-23T09:00:00+01:00"}, "body"),
+        ("/proactive/intent", {**OK_INTENT, "delay_minutes": "60"}, "delay_minutes"),
+        ("/proactive/intent", {**OK_INTENT, "delay_minutes": 1e308}, "delay_minutes"),
+        ("/proactive/intent", {**OK_INTENT, "what": "   "}, "what"),
+        ("/proactive/intent", {**OK_INTENT, "user": "telegram:1\n"}, "user"),
+        ("/proactive/intent", {**OK_INTENT, "user": "telegram:１"}, "user"),
+        ("/proactive/intent",
+         {**OK_INTENT, "delay_minutes": None, "at": "2026-02-30T09:00:00+01:00"}, "at"),
+        ("/proactive/intent",
+         {**OK_INTENT, "delay_minutes": None, "at": "2026-11-23 09:00+01:00"}, "at"),
+        ("/proactive/trigger", {"user": "telegram:1", "chat": "telegram:1", "context": "\t "},
+         "context"),
+    ],
+)  # fmt: skip
+async def test_out_of_range_and_mistyped_fields_are_422_with_field_errors(
+    client: TestClient[Any, Any], path: str, body: Any, field: str
+) -> None:
+    response = await client.post(path, headers=AUTH, json=body)
+    assert response.status == 422
+    answer = await response.json()
+    assert answer["error"] == "invalid request"
+    assert field in {f["field"] for f in answer["detail"]}, answer
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"[" * 30_000 + b"]" * 30_000, "nested deeper than 32"),  # not a RecursionError
+        (b'{"id": ' + b"[" * 40 + b"]" * 40 + b"}", "nested deeper than 32"),
+        (b'{"id": NaN}', "not valid JSON"),
+        (b'{"id": Infinity}', "not valid JSON"),
+        (b'{"id": 1', "not valid JSON (line 1, column 9)"),
+        (b'{"id": 1' + b"0" * 5000 + b"}", "not valid JSON"),
+        (rb'{"id": 1, "x": "\ud800"}', "lone surrogate"),
+        (b'\xff{"id": 1}', "not UTF-8"),
+    ],
+)
+async def test_malformed_and_deeply_nested_json_is_400_with_a_field_error(
+    client: TestClient[Any, Any], raw: bytes, message: str
+) -> None:
+    response = await client.post("/proactive/cancel", headers=AUTH, data=raw)
+    assert response.status == 400
+    answer = await response.json()
+    assert answer["error"] == "malformed JSON"
+    (detail,) = answer["detail"]
+    assert detail["field"] == "body" and message in detail["message"]
+
+
+async def test_integral_numbers_count_as_integers_as_json_schema_says(
+    client: TestClient[Any, Any],
+) -> None:
+    response = await client.post("/proactive/cancel", headers=AUTH, data=b'{"id": 5.0}')
+    assert (response.status, await response.json()) == (200, {"id": 5, "status": "cancelled"})
+
+
+@pytest.mark.parametrize("user", ["nobody", "telegram:1 ", "a:b\n", "Telegram:1", "x:" + "é"])
+async def test_a_bad_user_query_is_422(client: TestClient[Any, Any], user: str) -> None:
+    response = await client.get("/proactive/quota", params={"user": user}, headers=AUTH)
+    assert response.status == 422
+    assert (await response.json())["detail"][0]["field"] == "user"
 
 
 async def http_app(tmp_path: Any, secrets: dict[str, str]) -> App:
@@ -189,7 +273,7 @@ async def test_api_is_mounted_on_the_app_server_only_with_a_token(tmp_path: Any)
         assert app.http is not None
         base = f"http://127.0.0.1:{app.http.port}"
         async with session.get(f"{base}/healthz") as health:
-            assert set(await health.json()) == {"ok", "channels"}
+            assert set(await health.json()) == {"ok", "channels", "problems"}
         async with session.get(f"{base}/stats") as denied:
             assert denied.status == 401
         async with session.get(f"{base}/stats", headers=AUTH) as allowed:

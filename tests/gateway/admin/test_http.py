@@ -12,6 +12,7 @@ from gateway.admin.http import HttpServer, health_report, health_route
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebRoute
+from gateway.turns.delivery_health import DeliveryProblem
 
 UP = ChannelHealth(channel="telegram", connected=True, last_ok_ms=5, last_inbound_ms=4)
 DOWN = ChannelHealth(channel="slack", connected=False, detail="invalid token")
@@ -56,6 +57,7 @@ async def test_healthz_reports_channels(base: str) -> None:
         body = await r.json()
     assert body == {
         "ok": True,
+        "problems": [],
         "channels": {
             "telegram": {"connected": True, "last_inbound_ms": 4, "last_ok_ms": 5, "detail": ""}
         },
@@ -66,6 +68,32 @@ def test_one_disconnected_channel_makes_health_not_ok() -> None:
     report = health_report([UP, DOWN])
     assert report["ok"] is False
     assert report["channels"]["slack"]["detail"] == "invalid token"  # type: ignore[index]
+    assert report["problems"] == ["slack: invalid token"]
+
+
+def test_a_channel_that_cannot_deliver_makes_health_not_ok_with_the_reason() -> None:
+    failing = {"telegram": DeliveryProblem("a send was uncertain: ReadTimeout", since_ms=7)}
+    report = health_report([UP], failing)
+    assert report["ok"] is False
+    telegram = report["channels"]["telegram"]  # type: ignore[index]
+    assert telegram["connected"] is True  # receiving works; sending does not
+    assert telegram["delivering"] is False
+    assert telegram["delivery_detail"] == "a send was uncertain: ReadTimeout"
+    assert telegram["delivery_failing_since_ms"] == 7
+    assert report["problems"] == ["telegram: cannot deliver: a send was uncertain: ReadTimeout"]
+
+
+async def test_healthz_answers_503_while_a_channel_cannot_deliver() -> None:
+    problems: dict[str, DeliveryProblem] = {"memory": DeliveryProblem("gave up", since_ms=1)}
+    server = HttpServer(host="127.0.0.1", port=0)
+    server.add_route(health_route(list, lambda: problems))
+    async with server, aiohttp.ClientSession() as s:
+        async with s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
+            assert r.status == 503
+            assert (await r.json())["channels"]["memory"]["delivering"] is False
+        problems.clear()  # it delivered again
+        async with s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
+            assert r.status == 200
 
 
 async def test_a_taken_port_is_a_clear_error() -> None:

@@ -102,6 +102,7 @@ async def test_request_shape_caching_and_headers(real_app: App, api: FakeAnthrop
     assert "cache_control" not in body["system"][1]  # per-request text after the breakpoint
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert {t["name"] for t in body["tools"]} == {
+        "context_status",
         "memory_remember",
         "memory_search",
         "memory_forget",
@@ -109,6 +110,7 @@ async def test_request_shape_caching_and_headers(real_app: App, api: FakeAnthrop
         "proactive_cancel",
         "proactive_list",
         "proactive_quota",
+        "proactive_engage",
     }
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 
@@ -136,7 +138,7 @@ async def test_timeouts_and_connection_errors_map_to_unavailable(api: FakeAnthro
                 await llm.complete(request)
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404])
+@pytest.mark.parametrize("status", [400, 403, 404])
 async def test_definite_statuses_map_to_rejected(api: FakeAnthropicAPI, status: int) -> None:
     from gateway.core.llm import LLMMessage, LLMRequest
 

@@ -2,46 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.fakes import message_body
-
-
-class FakeMessagesAPI(BaseHTTPRequestHandler):
-    """Answers every Messages API call with an echo of the last user text."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        last = body["messages"][-1]["content"][-1]["text"]
-        payload = json.dumps(message_body([{"type": "text", "text": f"echo: {last}"}])).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        return None
+from tests.fakes.echo_model import echo_model
 
 
 @pytest.fixture
 def model_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeMessagesAPI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with echo_model() as url:
+        yield url
 
 
 def iris(
@@ -132,3 +108,40 @@ def test_doctor_online_checks_the_model(tmp_path: Path, model_url: str) -> None:
         env={"ANTHROPIC_API_KEY": "k", "IRIS_LLM__BASE_URL": "http://127.0.0.1:9"},
     )
     assert down.returncode == 1 and "model online: FAILED" in down.stdout
+
+
+async def test_doctor_online_says_when_the_model_refuses_the_key(tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.fakes.anthropic_server import AnthropicFaultServer
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    async with AnthropicFaultServer() as api:
+        api.status(401)
+        env.update({"ANTHROPIC_API_KEY": "revoked", "IRIS_LLM__BASE_URL": api.base_url})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway.app", "doctor", "--online",
+            cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, _ = await proc.communicate()
+    lines = [line for line in out.decode().splitlines() if line.startswith("model online")]
+    assert proc.returncode == 1
+    assert lines == ["model online: FAILED — API key rejected (HTTP 401): check ANTHROPIC_API_KEY"]
+
+
+def test_doctor_lists_only_the_secrets_this_configuration_needs(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[telegram]\nenabled = true\n")
+    env = {"TELEGRAM_BOT_TOKEN": "123:abc"}
+    out = iris(tmp_path, "doctor", env=env).stdout
+    assert "secret TELEGRAM_BOT_TOKEN: set (for [telegram] enabled)" in out
+    assert "secret ANTHROPIC_API_KEY: missing (for the model)" in out
+    assert "SLACK" not in out and "WEBHOOK" not in out and "IRIS_API_TOKEN" not in out
+    (tmp_path / "config.toml").write_text(
+        '[slack]\nenabled = true\nmode = "http"\n[http]\nenabled = true\n'
+    )
+    env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
+    out = iris(tmp_path, "doctor", env=env).stdout
+    assert "secret SLACK_SIGNING_SECRET: set" in out and "SLACK_APP_TOKEN" not in out
+    assert "TELEGRAM" not in out
+    assert "secret IRIS_API_TOKEN: missing (for the admin HTTP API (optional))" in out

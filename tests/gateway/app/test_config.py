@@ -42,7 +42,7 @@ def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
 
 def test_unknown_key_names_the_path(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm]\nmodle = 'x'\n")
-    assert problems(path) == ["llm.modle: unknown key"]
+    assert problems(path) == ["llm.modle: unknown key (did you mean 'model'?)"]
 
 
 def test_secret_in_file_is_rejected_without_echoing_it(tmp_path: Path) -> None:
@@ -76,9 +76,9 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
 
 
 def test_env_overrides_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "[llm]\nmodel = 'from-file'\nmax_tokens = 100\n")
-    config = load_config(path, env={"IRIS_LLM__MODEL": "from-env"})
-    assert config.settings.llm.model == "from-env"
+    path = write(tmp_path, "[llm]\nmodel = 'claude-haiku-5-5'\nmax_tokens = 100\n")
+    config = load_config(path, env={"IRIS_LLM__MODEL": "claude-opus-5-5"})  # priced models
+    assert config.settings.llm.model == "claude-opus-5-5"
     assert config.settings.llm.max_tokens == 100
 
 
@@ -86,7 +86,7 @@ def test_env_list_value_and_unknown_env_section(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, ""), env={"IRIS_AUTH__ALLOW": '["telegram:1"]'})
     assert config.settings.auth.allow == ("telegram:1",)
     assert problems(write(tmp_path, ""), {"IRIS_LMM__MODEL": "x"}) == [
-        "IRIS_LMM__MODEL: unknown section 'lmm'"
+        "IRIS_LMM__MODEL: unknown section 'lmm' (did you mean 'llm'?)"
     ]
 
 
@@ -122,3 +122,24 @@ def test_cli_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
         "config error: llm.max_tokens: Input should be greater than or equal to 16",
         "config error: llm.bogus: unknown key",
     ]
+
+
+def test_the_stall_timeout_must_fit_inside_the_turn_deadline(tmp_path: Path) -> None:
+    defaults = load_config(None, env={}).settings.llm
+    assert defaults.timeout_s < defaults.turn_deadline_seconds
+    inside = "must be less than turn_deadline_seconds"
+    assert problems(write(tmp_path, "[llm]\ntimeout_s = 30\n")) == [
+        f"llm.timeout_s: {inside} (one request's stall timeout has to fit inside the turn's "
+        "deadline)"
+    ]
+    env = {"IRIS_LLM__TURN_DEADLINE_SECONDS": "5", "IRIS_LLM__TIMEOUT_S": "5"}
+    assert [p.split(":")[0] for p in problems(env=env)] == ["llm.timeout_s"]
+    bad = problems(env={"IRIS_LLM__TURN_DEADLINE_SECONDS": "0", "IRIS_LLM__MAX_CONCURRENCY": "0"})
+    assert [p.split(":")[0] for p in bad] == ["llm.turn_deadline_seconds", "llm.max_concurrency"]
+
+
+def test_a_bad_inline_wait_for_delivery_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    assert load_config(None, env={}).settings.delivery.max_inline_wait_s == 5.0
+    for value in ("-1", "61", "'soon'"):
+        found = problems(write(tmp_path, f"[delivery]\nmax_inline_wait_s = {value}\n"))
+        assert len(found) == 1 and found[0].startswith("delivery.max_inline_wait_s: ")

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from gateway.app.app import App
 from gateway.core.llm import TextPart
 from gateway.turns.commands import parse_command
+from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
 
@@ -94,6 +97,46 @@ async def test_bad_command_input_gets_helpful_errors(app: App, channel: MemoryCh
     await say(app, "/frobnicate")
     reply = channel.texts()[-1]
     assert reply.startswith("Unknown command /frobnicate.") and "/clear" in reply
+
+
+async def test_absurd_numbers_get_a_one_line_answer_never_an_error(
+    app: App, channel: MemoryChannel
+) -> None:
+    huge = "99999999999999999999999"
+    cases = [
+        (f"/forget {huge}", f"There is no memory number {huge}. See /memory."),
+        ("/forget 9223372036854775808", "There is no memory number 9223372036854775808."),
+        ("/forget 0", "There is no memory number 0."),
+        ("/forget #" + "9" * 500, "There is no memory number " + "9" * 24 + "…. See /memory."),
+        ("/forget -1", "Usage: /forget N"),
+        ("/forget ²", "Usage: /forget N"),
+        ("/forget ١٢", "Usage: /forget N"),
+        ("/forget 1.5", "Usage: /forget N"),
+        ("/forget 1e3", "Usage: /forget N"),
+        (f"/cancel {huge}", f"You have no pending follow-up #{huge}. See /followups."),
+        ("/cancel #9223372036854775807", "You have no pending follow-up #9223372036854775807."),
+        ("/cancel -3", "Usage: /cancel ID"),
+        ("/cancel ²", "Usage: /cancel ID"),
+        ("/cancel 0x10", "Usage: /cancel ID"),
+        ("/cancel", "Usage: /cancel ID"),
+        (f"/quiet {huge}-3", "Usage: /quiet HH-HH"),
+        ("/quiet 99-3", "Hours go from 0 to 23"),
+    ]
+    for text, expected in cases:
+        await say(app, text)
+        reply = channel.texts()[-1]
+        assert expected in reply, (text, reply)
+        assert "\n" not in reply and "went wrong" not in reply, (text, reply)
+
+
+async def test_admin_subcommands_with_absurd_ids(tmp_path: Path, channel: MemoryChannel) -> None:
+    config = make_config(tmp_path, auth={"admins": ["memory:boss"], "allow": ["memory:*"]})
+    async with app_with(config, channel, FakeLLM()) as app:
+        for sub in ("cancel", "fire"):
+            await app.router.submit(inbound(f"/admin {sub} {'9' * 40}", user="boss"))
+            assert channel.texts()[-1] == f"no follow-up #{'9' * 24}…", sub
+            await app.router.submit(inbound(f"/admin {sub} -1", user="boss"))
+            assert channel.texts()[-1] == f"Usage: /admin {sub} ID", sub
 
 
 async def test_commands_are_recorded_but_not_part_of_model_history(app: App, llm: FakeLLM) -> None:

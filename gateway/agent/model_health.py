@@ -1,0 +1,65 @@
+"""The model's health as the gateway sees it: is the API key being refused?
+
+A 401 is not an outage that passes by itself: every turn will fail until an admin fixes the
+key. `Agent.call` reports each refusal and each successful call here; `GET /healthz` shows the
+problem (an entry "model", not connected, "API key rejected"; the report's problem line reads
+"model: API key rejected") from the first refusal until a call succeeds again, and
+the admin alert job (`gateway/app/model.py`) waits on `rejected()` to tell the admins once
+per episode. Transient failures (rate limits, 5xx, timeouts) are not health problems: the
+deadline already answers the user, and the next call may well succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gateway.core.messages import ChannelHealth
+
+log = logging.getLogger(__name__)
+
+KEY_REJECTED = "API key rejected"
+
+
+class ModelHealth:
+    def __init__(self) -> None:
+        self._rejected = asyncio.Event()
+        self._accepted = asyncio.Event()
+        self._accepted.set()
+        self.rejected_since_ms: int | None = None
+        self.episodes = 0  # refusals that began after the key had worked (or at start)
+
+    @property
+    def key_rejected(self) -> bool:
+        return self._rejected.is_set()
+
+    def report_key_rejected(self, now_ms: int) -> None:
+        if self._rejected.is_set():
+            return
+        log.error("the model API rejected the API key (HTTP 401): check ANTHROPIC_API_KEY")
+        self.rejected_since_ms = now_ms
+        self.episodes += 1
+        self._accepted.clear()
+        self._rejected.set()
+
+    def report_answered(self) -> None:
+        if not self._rejected.is_set():
+            return
+        log.warning("the model API accepts the API key again")
+        self.rejected_since_ms = None
+        self._rejected.clear()
+        self._accepted.set()
+
+    def report(self) -> ChannelHealth | None:
+        """The `/healthz` entry while there is a problem, else None."""
+        if not self._rejected.is_set():
+            return None
+        return ChannelHealth(channel="model", connected=False, detail=KEY_REJECTED)
+
+    async def rejected(self) -> None:
+        """Until the key is being refused."""
+        await self._rejected.wait()
+
+    async def accepted(self) -> None:
+        """Until the key works (at once when it never failed)."""
+        await self._accepted.wait()

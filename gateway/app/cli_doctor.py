@@ -1,0 +1,94 @@
+"""`iris doctor [--online]`: is this configuration ready to run?
+
+Prints the config file in use, the vault's schema state, the secrets this configuration needs
+(only those: a Telegram-only setup is not told about Slack tokens), and each channel's state.
+`--online` also makes one harmless call to the model and to each enabled platform
+(`gateway/app/online.py`). Exit code 1 when something needed is broken or missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gateway.app.cli_common import Subparsers, add_command
+from gateway.app.config import Config, secrets_needed
+from gateway.core.errors import VaultError
+
+
+def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = add_command(
+        sub, "doctor", "check config, vault, secrets and channels", parents=[common], runner=doctor
+    )
+    p.add_argument(
+        "--online", action="store_true", help="also call the model and each enabled platform"
+    )
+
+
+async def doctor(args: argparse.Namespace, config: Config) -> int:
+    from gateway.app.channels import channel_statuses
+    from vault.db import Vault
+    from vault.migrations import MIGRATIONS
+
+    ok = True
+    print(f"config: ok ({config.source or 'built-in defaults'})")
+    try:
+        async with Vault(config.settings.vault.path) as vault:
+            version = await vault.user_version()
+        pending = len(MIGRATIONS) - version
+        state = "up to date" if pending == 0 else f"{pending} migration(s) pending"
+        if pending < 0:
+            state, ok = "newer than this Iris", False
+        print(f"vault: {config.settings.vault.path} (schema {version}, {state})")
+    except VaultError as exc:
+        ok = False
+        print(f"vault: ERROR {exc}")
+    for name, why in secrets_needed(config.settings):
+        state = "set" if config.secrets.get(name) else "missing"
+        print(f"secret {name}: {state} (for {why})")
+    if config.secrets.get("ANTHROPIC_API_KEY") is None:
+        print("model: not configured (chat messages get a 'no model' notice)")
+    for status in channel_statuses(config):
+        print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
+    for line in documents_report(config):  # a warning only: the files may come later
+        print(line)
+    if args.online:
+        ok = await _model_online(config) and ok
+        ok = await _channels_online(config) and ok
+    return 0 if ok else 1
+
+
+def documents_report(config: Config) -> list[str]:
+    from gateway.knowledge.indexer import list_files, unmatched_globs
+
+    globs = config.settings.context.documents
+    if not globs:
+        return []
+    base = config.source.parent if config.source else Path.cwd()
+    lines = [f"documents: {len(list_files(base, globs))} file(s) matched in {base}"]
+    lines += [f"documents: WARNING '{g}' matches no file" for g in unmatched_globs(base, globs)]
+    return lines
+
+
+async def _channels_online(config: Config) -> bool:
+    from gateway.app.channels import check_channels_online
+
+    results = await check_channels_online(config)
+    for name, good, said in results:
+        print(f"channel {name} online: {'ok (' + said + ')' if good else 'FAILED — ' + said}")
+    return all(good for _, good, _ in results)
+
+
+async def _model_online(config: Config) -> bool:
+    from gateway.app.online import check_model
+
+    key = config.secrets.get("ANTHROPIC_API_KEY")
+    if key is None:
+        print("model online: skipped (ANTHROPIC_API_KEY not set)")
+        return False
+    s = config.settings.llm
+    result = await check_model(
+        api_key=key, model=s.model, base_url=s.base_url, timeout_s=min(s.timeout_s, 30)
+    )
+    print(result.line("model online"))
+    return result.ok

@@ -1,0 +1,32 @@
+"""Which features run: the built-in ones, each configured from its own section.
+
+Part of the composition root. The order matters where features meet in the pipeline: their
+steps run in this order after the commands and before the agent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.analyzer.feature import AnalyzerFeature
+from gateway.app.config import Config
+from gateway.features.contributions import Feature
+from gateway.knowledge.feature import KnowledgeFeature
+from gateway.knowledge.local_embedder import open_local_embedder
+from gateway.limits.feature import LimitsFeature
+from proactive.feature import ProactiveFeature
+
+
+def default_features(config: Config) -> list[Feature]:
+    """The built-in features, each configured from its own section."""
+    s = config.settings
+    # Limits first: their step refuses a message before the analyzer's or the agent's calls.
+    limits = LimitsFeature(
+        s.limits, admins=s.auth.admins, default_timezone=s.proactive.default_timezone
+    )
+    knowledge = KnowledgeFeature(
+        s.context,
+        base=(config.source.parent if config.source else Path.cwd()).resolve(),
+        embedder=open_local_embedder(),
+    )
+    return [limits, AnalyzerFeature(s.analyzer), ProactiveFeature(s.proactive), knowledge]

@@ -1,0 +1,56 @@
+"""Part of the composition root: the app's HTTP server — the channels' webhook routes, the
+features' routes, `/healthz`, and the admin API when `IRIS_API_TOKEN` is set.
+
+It starts last, once the router can take what its routes receive.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+from gateway.admin.api import AdminApi
+from gateway.admin.http import HttpServer, health_route
+from gateway.core.errors import ConfigError
+from gateway.core.ports import ServesRoutes
+
+if TYPE_CHECKING:
+    from gateway.app.app import App
+
+log = logging.getLogger(__name__)
+
+
+async def open_http(app: App, stack: AsyncExitStack) -> HttpServer | None:
+    """The HTTP server starts last, once the router can take what its routes receive."""
+    s = app.config.settings
+    routes = [r for c in app.channels if isinstance(c, ServesRoutes) for r in c.routes()]
+    if not s.http.enabled:
+        if routes:
+            raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
+        return None
+    server = HttpServer(host=s.http.host, port=s.http.port)
+    for route in [*routes, *app.contributions.routes]:
+        server.add_route(route)
+    server.add_route(health_route(app.channel_health, app.delivery.health.problems))
+    _mount_admin_api(app, server)
+    return await stack.enter_async_context(server)
+
+
+def _mount_admin_api(app: App, server: HttpServer) -> None:
+    token = app.config.secrets.get("IRIS_API_TOKEN")
+    if token is None:
+        log.info("admin API is off: IRIS_API_TOKEN is not set")
+        return
+    api = AdminApi(
+        token=token,
+        ops=app.contributions.ops,
+        stats=app.stats,
+        metrics=app.metrics,
+        audit=app.audit,
+        clock=app.clock,
+        reads=app.contributions.api_reads,
+        writes=app.contributions.api_writes,
+    )
+    for method, path, handler in api.routes():
+        server.add_aiohttp_route(method, path, handler)

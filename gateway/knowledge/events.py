@@ -1,0 +1,122 @@
+"""`/context events` and its HTTP twin: the context providers per phase, on/off and priority.
+
+One implementation for chat and HTTP. A change applies to the pipeline at once (from the next
+assembly on), is stored in the vault (`vault/context_settings.py`) so a restart keeps it, and is
+audited with its actor — refusals too. The stored settings are applied lazily, before the
+first turn, command or API call that needs them (`ensure_loaded`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import Any
+
+from gateway.agent.context import ContextPipeline, ProviderInfo
+from gateway.core.errors import UserInputError
+from gateway.core.ports import Clock
+from vault.audit import AuditLog, Outcome
+from vault.context_settings import ContextSettings, ProviderSetting
+
+log = logging.getLogger(__name__)
+
+REQUIRED = frozenset({"message"})  # the current message is never switched off
+PRIORITY_RANGE = range(-1000, 1001)
+
+
+class ProviderEvents:
+    def __init__(
+        self, *, pipeline: ContextPipeline, store: ContextSettings, audit: AuditLog, clock: Clock
+    ) -> None:
+        self.pipeline = pipeline
+        self.store = store
+        self.audit = audit
+        self.clock = clock
+        self._loaded = False
+
+    async def ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        known = {p.name for p in self.pipeline.providers()}
+        for setting in await self.store.all():
+            if setting.name not in known:
+                log.warning("context provider %r in the vault is not running", setting.name)
+                continue
+            self.pipeline.configure(
+                setting.name, enabled=setting.enabled, priority=setting.priority
+            )
+        self._loaded = True
+
+    async def listing(self) -> list[ProviderInfo]:
+        await self.ensure_loaded()
+        return self.pipeline.providers()
+
+    async def change(
+        self,
+        name: str,
+        *,
+        enabled: bool | None = None,
+        priority: int | None = None,
+        actor: str,
+        via: str,
+        audited: bool = True,
+    ) -> ProviderInfo:
+        """`audited=False` when the caller audits the action itself (the admin API does)."""
+        await self.ensure_loaded()
+        verb = "priority" if priority is not None else "enable" if enabled else "disable"
+        args: dict[str, Any] = {"name": name, "enabled": enabled, "priority": priority}
+        try:
+            self._check(name, enabled, priority)
+        except UserInputError as exc:
+            if audited:
+                await self._audit(actor, via, verb, args, Outcome.REFUSED, exc.user_message)
+            raise
+        info = self.pipeline.configure(name, enabled=enabled, priority=priority)
+        custom = info.priority if info.priority != info.default_priority else None
+        await self.store.put(
+            ProviderSetting(name=name, enabled=info.enabled, priority=custom),
+            actor=actor,
+            now_ms=self.clock.now_ms(),
+        )
+        if audited:
+            await self._audit(actor, via, verb, args, Outcome.OK, describe(info))
+        return info
+
+    async def refused(self, actor: str, via: str, args: str) -> None:
+        """A non-admin tried `/context events`."""
+        await self._audit(actor, via, "events", {"args": args}, Outcome.REFUSED, "not allowed")
+
+    def _check(self, name: str, enabled: bool | None, priority: int | None) -> None:
+        names = [p.name for p in self.pipeline.providers()]
+        if name not in names:
+            raise UserInputError(
+                f"Unknown context provider '{name[:40]}'. Providers: {', '.join(names)}."
+            )
+        if enabled is False and name in REQUIRED:
+            raise UserInputError(f"The '{name}' provider cannot be switched off.")
+        if priority is not None and priority not in PRIORITY_RANGE:
+            raise UserInputError("A priority is a whole number from -1000 to 1000.")
+
+    async def _audit(
+        self, actor: str, via: str, verb: str, args: dict[str, Any], outcome: Outcome, result: str
+    ) -> None:
+        await self.audit.record(
+            actor=actor,
+            via=via,
+            action=f"context events {verb}",
+            args=args,
+            outcome=outcome,
+            result=result,
+            now_ms=self.clock.now_ms(),
+        )
+
+
+def describe(info: ProviderInfo) -> str:
+    default = info.default_priority
+    changed = f" (default {default})" if info.priority != default else ""
+    state = "on" if info.enabled else "off"
+    return f"{info.name}: {info.phase}, priority {info.priority}{changed}, {state}"
+
+
+def as_json(info: ProviderInfo) -> dict[str, Any]:
+    return asdict(info)

@@ -1,0 +1,252 @@
+"""Keeping the vault's index in step with the files: scan, parse, write, retire, embed.
+
+A scan lists the files the `[context] documents` globs match (in a thread), reads only those
+whose mtime or size changed (all of them on the first scan of a process, since the rules may
+have changed), parses them in a thread, and writes the versions whose content hash or metadata
+changed in batches. A file that is gone, no longer matched, or can no longer be read as text is
+retired: its chunks go, so it is never found or injected again. Each skipped file is logged
+once per version, naming it and why. Scans never overlap (`/context refresh` and the
+background rescan share a lock). With an embedder, the chunks that have no cached vector are
+embedded after the index is written, outside that lock (the model runs off the event loop, in
+the embedder): searches use the vectors that exist, and lexical retrieval covers the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gateway.core.embedding import Embedder
+from gateway.core.ports import Clock
+from gateway.knowledge.parse import Parsed, Skipped, parse
+from gateway.knowledge.rules import PathRules
+from gateway.knowledge.settings import KnowledgeSection
+from vault.knowledge import DocumentRow, DocumentVersion, KnowledgeStore
+
+log = logging.getLogger(__name__)
+
+WRITE_BATCH = 50
+READ_BATCH = 100
+EMBED_BATCH = 32
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(slots=True)
+class ScanReport:
+    indexed: int = 0
+    unchanged: int = 0
+    retired: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    path: Path
+    mtime_ns: int
+    size: int
+
+
+def _split_glob(glob: str) -> tuple[str, str]:
+    parts = glob.split("/")
+    literal = []
+    for part in parts:
+        if _GLOB_CHARS & set(part):
+            break
+        literal.append(part)
+    rest = "/".join(parts[len(literal) :])
+    return "/".join(literal), rest
+
+
+def expand(base: Path, glob: str) -> list[Path]:
+    """The files a glob matches (relative to `base`; absolute globs are taken as they are)."""
+    root_part, rest = _split_glob(glob)
+    root = base / root_part if root_part else base
+    if not rest:
+        return [root] if root.is_file() else []
+    try:
+        return sorted(p for p in root.glob(rest) if p.is_file())
+    except OSError:
+        return []
+
+
+def list_files(base: Path, globs: Sequence[str]) -> dict[str, FileStat]:
+    found: dict[str, FileStat] = {}
+    for glob in globs:
+        for path in expand(base, glob):
+            rel = Path(os.path.relpath(path, base)).as_posix()
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            found.setdefault(rel, FileStat(path, st.st_mtime_ns, st.st_size))
+    return found
+
+
+def unmatched_globs(base: Path, globs: Sequence[str]) -> list[str]:
+    """The globs that match no file (`iris doctor` warns about each)."""
+    return [g for g in globs if not expand(base, g)]
+
+
+class Indexer:
+    def __init__(
+        self,
+        *,
+        store: KnowledgeStore,
+        settings: KnowledgeSection,
+        base: Path,
+        rules: PathRules,
+        clock: Clock,
+        embedder: Embedder | None = None,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.base = base
+        self.rules = rules
+        self.clock = clock
+        self.embedder = embedder
+        self.on_change = on_change
+        self._lock = asyncio.Lock()
+        self._embedding = asyncio.Lock()
+        self._indexed = asyncio.Event()
+        self._scans = 0
+        self._reported: dict[str, tuple[int, int, str]] = {}
+        self.last_scan_ms: int | None = None
+
+    async def ready(self) -> None:
+        """Return once the index reflects the files at least once (scanning now if no scan
+        has started yet)."""
+        if not self._indexed.is_set() and not self._lock.locked():
+            await self.scan()
+        await self._indexed.wait()
+
+    async def run(self) -> None:
+        """The background rescan, every `rescan_seconds`, until cancelled."""
+        while True:
+            try:
+                await self.scan()
+            except Exception:  # one bad scan must not end the rescans
+                log.exception("knowledge scan failed")
+            await self.clock.sleep(self.settings.rescan_seconds)
+
+    async def scan(self, *, embed: bool = True) -> ScanReport:
+        """Bring the index up to date; then, with `embed`, embed the chunks that have no
+        vector yet — outside the scan lock, since that can take long on a new corpus, and at
+        most one embedding pass at a time (`/context refresh` leaves it to the rescan)."""
+        async with self._lock:
+            report = await self._index()
+            self._scans += 1
+            self.last_scan_ms = self.clock.now_ms()
+            self._indexed.set()
+            if report.indexed or report.retired:
+                self.on_change()
+        if embed and self.embedder is not None and not self._embedding.locked():
+            async with self._embedding:
+                if await self._embed(self.embedder):
+                    self.on_change()
+        return report
+
+    async def _index(self) -> ScanReport:
+        report = ScanReport()
+        files = await asyncio.to_thread(list_files, self.base, self.settings.documents)
+        known = await self.store.file_states()
+        first = self._scans == 0
+        to_read = [
+            (rel, st)
+            for rel, st in files.items()
+            if first
+            or rel not in known
+            or (known[rel].mtime_ns, known[rel].size) != (st.mtime_ns, st.size)
+        ]
+        report.unchanged = len(files) - len(to_read)
+        retired = [path for path in known if path not in files]
+        versions: list[DocumentVersion] = []
+        touched: list[tuple[str, int, int]] = []
+        for start in range(0, len(to_read), READ_BATCH):
+            batch = to_read[start : start + READ_BATCH]
+            results = await asyncio.to_thread(self._read_batch, batch)
+            for (rel, st), result in zip(batch, results, strict=True):
+                if isinstance(result, Skipped):
+                    self._report_skip(rel, st, result.reason)
+                    report.skipped.append(rel)
+                    if rel in known:
+                        retired.append(rel)
+                    continue
+                for warning in result.warnings:
+                    self._report_skip(rel, st, warning, skipped=False)
+                if _same(known.get(rel), result.version):
+                    touched.append((rel, st.mtime_ns, st.size))
+                    report.unchanged += 1
+                else:
+                    versions.append(result.version)
+        now = self.clock.now_ms()
+        if touched or retired:
+            await self.store.apply(touched=touched, retired=retired, now_ms=now)
+        for start in range(0, len(versions), WRITE_BATCH):
+            await self.store.apply(versions=versions[start : start + WRITE_BATCH], now_ms=now)
+        report.indexed, report.retired = len(versions), len(retired)
+        if versions or retired:
+            log.info("knowledge: %d indexed, %d retired", len(versions), len(retired))
+        return report
+
+    def _read_batch(self, batch: list[tuple[str, FileStat]]) -> list[Parsed | Skipped]:
+        """In a thread: read and parse files (the size is checked before reading)."""
+        out: list[Parsed | Skipped] = []
+        limit = self.settings.max_document_bytes
+        for rel, st in batch:
+            if st.size > limit:
+                out.append(Skipped(f"larger than max_document_bytes ({st.size} > {limit})"))
+                continue
+            try:
+                data = st.path.read_bytes()
+            except OSError as exc:
+                out.append(Skipped(f"unreadable ({exc.strerror or type(exc).__name__})"))
+                continue
+            if len(data) > limit:  # grew since it was listed
+                out.append(Skipped(f"larger than max_document_bytes ({len(data)} > {limit})"))
+                continue
+            out.append(
+                parse(
+                    rel,
+                    data,
+                    mtime_ns=st.mtime_ns,
+                    rules=self.rules,
+                    chunk_tokens=self.settings.chunk_tokens,
+                )
+            )
+        return out
+
+    def _report_skip(self, rel: str, st: FileStat, reason: str, *, skipped: bool = True) -> None:
+        key = (st.mtime_ns, st.size, reason)
+        if self._reported.get(rel) == key:
+            return
+        self._reported[rel] = key
+        log.warning("knowledge: %s %s: %s", "skipped" if skipped else "indexed", rel, reason)
+
+    async def _embed(self, embedder: Embedder) -> int:
+        missing = await self.store.missing_vectors(embedder.model)
+        for start in range(0, len(missing), EMBED_BATCH):
+            batch = missing[start : start + EMBED_BATCH]
+            vectors = await embedder.embed([text for _, text in batch], query=False)
+            await self.store.put_vectors(
+                embedder.model, [(h, v) for (h, _), v in zip(batch, vectors, strict=True)]
+            )
+        return len(missing)
+
+
+def _same(row: DocumentRow | None, version: DocumentVersion) -> bool:
+    """Unchanged content and metadata: only the file's mtime/size need writing."""
+    if row is None:
+        return False
+    return (row.content_hash, row.title, row.type, row.status, row.scope, row.ref_key) == (
+        version.content_hash,
+        version.title,
+        version.type,
+        version.status,
+        version.scope,
+        version.ref_key,
+    )

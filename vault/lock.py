@@ -1,0 +1,54 @@
+"""Who is using a vault file: an advisory lock beside it (`iris.db.lock`).
+
+`iris run` and `iris chat` hold a shared lock for their whole life (any number of them may);
+`iris db restore` needs the exclusive lock, so it refuses while Iris runs on that vault. The
+lock is `flock(2)` on an open file: the kernel drops it when the process ends however it
+ends, so a crash never leaves a stale lock behind (a pid file would).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gateway.core.errors import VaultError
+
+
+def lock_path(vault_path: Path) -> Path:
+    return vault_path.with_name(vault_path.name + ".lock")
+
+
+@contextmanager
+def _locked(vault_path: Path, how: int, busy: str) -> Iterator[None]:
+    path = lock_path(vault_path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise VaultError(f"cannot open the lock file {path}: {exc.strerror}") from exc
+    try:
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise VaultError(busy) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
+def in_use(vault_path: Path) -> Iterator[None]:
+    """Held while Iris serves on the vault (shared: several processes may)."""
+    with _locked(vault_path, fcntl.LOCK_SH, f"{vault_path} is being restored; try again"):
+        yield
+
+
+@contextmanager
+def exclusive(vault_path: Path) -> Iterator[None]:
+    """Held while the vault file is replaced: nobody else may have it open through Iris."""
+    busy = f"Iris is running on {vault_path} (iris run or iris chat): stop it first"
+    with _locked(vault_path, fcntl.LOCK_EX, busy):
+        yield
