@@ -29,9 +29,10 @@ import asyncio
 import logging
 import uuid
 from collections import Counter, deque
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -211,13 +212,15 @@ class Engine:
         self, items: list[Item], tick: TickCache, outcomes: Counter[Outcome]
     ) -> None:
         """One queue's items in order. An item that may send is finished before the next is
-        judged (its send changes the user's counts); one that only reschedules or ends is
-        written beside the rest, so a user's backlog costs one vault hop, not one per item."""
+        judged (its send changes the user's counts); those that only reschedule or end are
+        written together at the end, so a user's backlog costs one vault hop, not one per
+        item."""
 
         async def act(judged: Judged) -> None:
             outcomes[await self._guarded(judged.item, self.executor.act(judged, tick))] += 1
 
-        async with asyncio.TaskGroup() as writes:
+        writes: list[Coroutine[Any, Any, None]] = []  # `_guarded`: an error fails the item
+        try:
             for item in items:
                 try:
                     judged = await self.executor.judge(item, tick)
@@ -227,7 +230,13 @@ class Engine:
                 if judged.sends:
                     await act(judged)
                 else:
-                    writes.create_task(act(judged))
+                    writes.append(act(judged))
+        except BaseException:  # stopped: the writes not begun never will be
+            for write in writes:
+                write.close()
+            raise
+        if writes:
+            await asyncio.gather(*writes)
 
     async def _guarded(self, item: Item, run: Awaitable[Outcome]) -> Outcome:
         try:

@@ -145,7 +145,7 @@ class Executor:
 
     def jitter(self, item: Item) -> int:
         """The jitter added to this attempt's deferral (keyed: order-independent)."""
-        draw = mix64(self._salt, item.source == "intent", item.id, item.attempts)
+        draw = mix64(self._salt ^ item.id << 1 ^ (item.source == "intent") ^ item.attempts << 48)
         return draw % (self.policy.jitter_max_ms + 1)
 
     def new_tick(self) -> TickCache:
@@ -159,7 +159,7 @@ class Executor:
         """Read the quota counts of all of a tick's users, and everyone's, at once."""
         now = self.clock.now_ms()
         await asyncio.gather(  # one read hop
-            tick.prefetch((i.user_pk, self._since(now, self.prefs(i))) for i in items),
+            tick.prefetch((i.user_pk, self._since(now, self.prefs(i, tick))) for i in items),
             tick.global_today(utc_day_start_ms(now)),
         )
 
@@ -172,10 +172,16 @@ class Executor:
         used = await tick.global_today(utc_day_start_ms(now))
         return used + gated > self.policy.global_daily
 
-    def prefs(self, item: Item) -> UserPrefs:
-        return user_prefs(
-            item.timezone, item.settings, self.policy, release_key=mix64(self._salt, item.user_pk)
-        )
+    def prefs(self, item: Item, tick: TickCache | None = None) -> UserPrefs:
+        """The item's user's settings for the policy (once per user and tick: a tick's items
+        were read together, so one user's carry the same zone and settings)."""
+        known = tick.prefs.get(item.user_pk) if tick is not None else None
+        if known is None:
+            known = user_prefs(item.timezone, item.settings, self.policy,
+                               release_key=mix64(self._salt, item.user_pk))  # fmt: skip
+            if tick is not None:
+                tick.prefs[item.user_pk] = known
+        return known
 
     async def process(self, item: Item, tick: TickCache | None = None) -> Outcome:
         """Run one claimed item; return its outcome for the tick report."""
@@ -186,7 +192,7 @@ class Executor:
         """The policy's verdict on a claimed item (no writes)."""
         await self.probe("claimed", item)
         now = self.clock.now_ms()
-        prefs = self.prefs(item)
+        prefs = self.prefs(item, tick)
         counts = await tick.counts(
             item.user_pk,
             day_start_ms=local_day_start_ms(now, prefs.zone),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from proactive.policy import QuotaCounts
+from proactive.policy import QuotaCounts, UserPrefs
 from vault.proactive.log import ProactiveLog
 
 
@@ -31,6 +31,7 @@ class TickCache:
     _sends: dict[int, list[int]] = field(default_factory=dict)  # user -> counted sent_at
     _rates: dict[int, float | None] = field(default_factory=dict)
     _memories: dict[int, list[str]] = field(default_factory=dict)
+    prefs: dict[int, UserPrefs] = field(default_factory=dict)  # the executor's, per user
 
     def seed(
         self, *, since_ms: int, sends: dict[int, list[int]], global_since_ms: int, global_sends: int

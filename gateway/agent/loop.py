@@ -65,6 +65,9 @@ async def run_tool_loop(
         final = None
         if final_tool is not None:
             final = next((c for c in calls if c.name == final_tool), None)
+            if final is not None and len(calls) == 1:  # decided at once: nothing to run
+                messages.append(LLMMessage("assistant", response.parts))
+                return LoopEnd(response, "final", round_no, tuple(messages), final)
         if calls and (final is not None or response.stop_reason == "tool_use"):
             messages.append(LLMMessage("assistant", response.parts))
             results = []

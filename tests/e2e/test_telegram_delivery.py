@@ -36,16 +36,8 @@ async def serving(
         http={"enabled": True, "port": 0},
     )
     with respx.mock(assert_all_called=False) as router:
-        api: FakeBotAPI | None = None
-
-        async def send_message(request: httpx.Request) -> httpx.Response:
-            if failures:
-                raise failures.popleft()
-            assert api is not None
-            return await api._handle(request)
-
-        router.post(url__regex=r"/sendMessage$").mock(side_effect=send_message)
         api = FakeBotAPI(router)
+        api.send_errors.extend(failures)
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
         async with app_with(config, channel, llm, clock) as app:
             stop = asyncio.Event()

@@ -2,7 +2,9 @@
 
 `FakeBotAPI` answers getMe, getUpdates (a queue of batches; an empty queue holds the long poll
 open until something is queued, like the real server), sendMessage (with scripted failures:
-429, can't-parse, 403, ...), sendChatAction, setMyCommands, setWebhook and deleteWebhook.
+429, can't-parse, 403, ...; or `send_errors`, httpx errors the client meets before the request
+reaches the API: a pool timeout, a refused connect, a read timeout), sendChatAction,
+setMyCommands, setWebhook and deleteWebhook.
 `sent` holds every sendMessage that succeeded, as the form fields PTB sent.
 """
 
@@ -93,6 +95,7 @@ class FakeBotAPI:
     def __init__(self, router: respx.MockRouter, *, base: str = BASE, token: str = TOKEN) -> None:
         self.updates: deque[list[dict[str, Any]]] = deque()
         self.send_script: deque[httpx.Response | None] = deque()  # None = succeed
+        self.send_errors: deque[Exception] = deque()  # raised in the client, one per send
         self.sent: list[dict[str, str]] = []
         self.attempts: list[dict[str, str]] = []
         self.calls: list[str] = []
@@ -123,6 +126,8 @@ class FakeBotAPI:
 
     async def _handle(self, request: httpx.Request) -> httpx.Response:
         method = str(request.url).removeprefix(self._prefix)
+        if method == "sendMessage" and self.send_errors:
+            raise self.send_errors.popleft()
         self.calls.append(method)
         try:
             return await self._answer(method, request)
