@@ -23,7 +23,8 @@ are new to the server); Iris and the floor alternate, N runs each. Iris
 runs as configured by default (durable intake, budgets). Besides throughput and latency each
 run prints the server's CPU per message (process time, all threads), the figure that least
 depends on what else the machine is doing, and the Bot API calls it made. `--ablate` adds
-Iris without its typing indicator (what that costs). `--profile PREFIX` runs cProfile over
+Iris without its typing indicator, and Iris with the analyzer's lexical rules instead of
+embedding each message with the local model (what each costs). `--profile PREFIX` runs cProfile over
 the measured window of each server and prints where its event-loop thread's CPU went;
 aiosqlite's worker thread is not in the profile (it is in the CPU figure).
 
@@ -184,7 +185,7 @@ async def main(users: int, messages: int, rate: float) -> None:
 
 # --- Iris against the floor ------------------------------------------------------------------
 
-KINDS = ("iris", "floor", "iris-no-typing")
+KINDS = ("iris", "floor", "iris-no-typing", "iris-lexical")
 MODEL = "claude-sonnet-5-5"  # priced in the default [limits.prices], so budgets are counted
 
 
@@ -196,13 +197,19 @@ class _NoTyping(TelegramChannel):
 
 
 async def serve_iris(
-    bot_url: str, model_url: str, stop: asyncio.Event, ready: asyncio.Event, typing: bool = True
+    bot_url: str,
+    model_url: str,
+    stop: asyncio.Event,
+    ready: asyncio.Event,
+    typing: bool = True,
+    semantic: bool = True,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             vault={"path": str(Path(tmp) / "bench.db")},
             auth={"allow": ["telegram:*"]},
             llm={"base_url": model_url, "model": MODEL},
+            analyzer={"semantic": semantic},
         )
         config = Config(settings=settings, secrets=Secrets({"ANTHROPIC_API_KEY": "k"}), source=None)
         if typing:
@@ -278,8 +285,8 @@ async def serve(kind: str, bot_url: str, model_url: str, profile: str) -> None:
     if kind == "floor":
         task = asyncio.create_task(serve_floor(bot_url, model_url, stop, ready))
     else:
-        typing = kind == "iris"
-        task = asyncio.create_task(serve_iris(bot_url, model_url, stop, ready, typing))
+        typing, semantic = kind != "iris-no-typing", kind != "iris-lexical"
+        task = asyncio.create_task(serve_iris(bot_url, model_url, stop, ready, typing, semantic))
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
     if ready.is_set():

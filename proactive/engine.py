@@ -17,6 +17,10 @@ zone-aware time). Each wall-clock time of the schedule fires once: the hour repe
 clocks go back does not run a scan again, and a time skipped when they go forward runs at the
 first instant after the gap.
 
+Leases are short (`[proactive] lease_s`, 60 s) and renewed every third of their length for as
+long as a tick holds the item, so a slow send never loses its item to another run, and the items
+of a run that died are free again one lease later, not minutes later.
+
 Cancellation is a crash as far as the data is concerned: whatever step an item was in, the
 lease expires and the next run either re-executes it (nothing was written yet), finishes it
 from the outbox row's outcome, or marks it `uncertain` (the send may have happened). Nothing
@@ -26,10 +30,11 @@ is sent twice. `run()` is cancellable and holds no flags; time comes from the `C
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import Counter, deque
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -61,7 +66,7 @@ class EngineConfig:
     scan_cron: str = "0 */6 * * *"
     scan_timezone: str = "UTC"
     max_per_tick: int = 20
-    lease_ms: int = 300_000
+    lease_ms: int = 60_000
     max_age_ms: int = 7 * DAY_MS
     dormancy_ms: int = 7 * DAY_MS
     dormancy_enabled: bool = True
@@ -175,9 +180,39 @@ class Engine:
         token = f"{self.name}:{self._run_id}:{self._ticks}"
         # Both reads share a hop; reconciling touches only `delivering` rows, not what is due.
         rows, next_due = await asyncio.gather(self.store.delivering(), self.store.next_due_ms())
-        reconciled = await self._reconcile(rows, token)
+        if not rows and (next_due is None or next_due > self.clock.now_ms()):
+            return TickReport(0, 0, 0, {}, next_due)  # the common idle tick: reads only
+        held: list[Item] = []
+        async with self._renewing(held, token):
+            return await self._work(rows, next_due, token, held)
+
+    @contextlib.asynccontextmanager
+    async def _renewing(self, held: list[Item], token: str) -> AsyncIterator[None]:
+        """While the tick runs, renew the lease of what it holds every third of the lease: a
+        live run never loses an item however long a send takes, and a dead one's items are
+        free once one short lease has passed."""
+
+        async def renew() -> None:
+            while True:
+                await self.clock.sleep(self.config.lease_ms / 3000)
+                try:
+                    await self.store.renew(held, token, self.clock.now_ms() + self.config.lease_ms)
+                except Exception:  # the next renewal may succeed; the lease still has 2/3 left
+                    log.exception("renewing the proactive leases of %s failed", token)
+
+        renewer = asyncio.create_task(renew(), name=f"{self.name} lease renewal")
+        try:
+            yield
+        finally:
+            renewer.cancel()
+            await asyncio.wait({renewer})
+
+    async def _work(
+        self, rows: list[Delivering], next_due: int | None, token: str, held: list[Item]
+    ) -> TickReport:
+        reconciled = await self._reconcile(rows, token, held)
         now = self.clock.now_ms()
-        if next_due is None or next_due > now:  # the common idle tick: reads only
+        if next_due is None or next_due > now:
             return TickReport(0, 0, reconciled, {}, next_due)
         claimed = await self.store.expire_and_claim(
             now_ms=now, cutoff_ms=now - self.config.max_age_ms, lease_ms=self.config.lease_ms,
@@ -185,6 +220,7 @@ class Engine:
             global_since_ms=utc_day_start_ms(now),
         )  # fmt: skip
         expired, items = claimed.expired, claimed.items
+        held.extend(items)
         outcomes: Counter[Outcome] = Counter()
         tick = self.executor.new_tick()
         tick.seed(
@@ -253,9 +289,11 @@ class Engine:
 
     async def reconcile(self, token: str) -> int:
         """Finish `delivering` rows: from their outbox outcome, or after their lease expired."""
-        return await self._reconcile(await self.store.delivering(), token)
+        held: list[Item] = []
+        async with self._renewing(held, token):
+            return await self._reconcile(await self.store.delivering(), token, held)
 
-    async def _reconcile(self, rows: list[Delivering], token: str) -> int:
+    async def _reconcile(self, rows: list[Delivering], token: str, held: list[Item]) -> int:
         done = 0
         for row in rows:
             now = self.clock.now_ms()
@@ -270,13 +308,14 @@ class Engine:
                 ):
                     done += 1
             elif row.lease_until <= now:
-                done += await self._take_over(row, token, now)
+                done += await self._take_over(row, token, now, held)
         return done
 
-    async def _take_over(self, row: Delivering, token: str, now: int) -> int:
+    async def _take_over(self, row: Delivering, token: str, now: int, held: list[Item]) -> int:
         item = await self.store.take_over(row.item, token, now + self.config.lease_ms, now)
         if item is None:
             return 0
+        held.append(item)
         if row.outbox_status == "sending":
             await self.store.interrupted_send(row.outbox_id, now)
             reason = "delivery outcome unknown (interrupted send)"

@@ -35,7 +35,7 @@ class ProactiveSection(Section):
     engagement_drop_ratio: float = Field(0.3, gt=0, le=1)
     max_per_tick: int = Field(20, ge=1)
     concurrency: int = Field(8, ge=1, le=256)
-    lease_s: float = Field(300, gt=0)
+    lease_s: float = Field(60, gt=0)
     jitter_max_minutes: float = Field(30, ge=0)
     gate_max_rounds: int = Field(4, ge=1, le=20)
 

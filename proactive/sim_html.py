@@ -4,7 +4,8 @@ Every chart has labelled axes with tick values, the value of each bar or point, 
 a caption stating its time basis — a recipient's local
 time, UTC days of the run, or none — because "08:00" means nothing without it. Gated
 follow-ups and the reminders users asked for (exempt from the gate, quotas and spacing) are
-drawn apart.
+drawn apart. Above the charts: the invariants counted from the raw send log, and how messages
+bunch per user, each figure under its JSON key.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from proactive.sim_report import INTENT_OUTCOMES, VIOLATIONS, render_text
 
 GATED, REMINDER, NEUTRAL, LINE = "#3b6fc4", "#e08a2c", "#7d8a99", "#2f8f5b"
+CHECK_IN = "#8e6bbf"
+SEGMENT_LABEL_MIN_PX = 13  # a stacked segment this tall carries its own value
 WIDTH, HEIGHT = 1040, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 36, 58
 
@@ -88,7 +91,8 @@ def bar_chart(
     y_title: str, shade: set[int] | None = None, shade_note: str = "",
     guide: tuple[float, str] | None = None,
 ) -> str:  # fmt: skip
-    """Stacked bars, one stack per label, its total written above it."""
+    """Stacked bars, one stack per label, its total written above it and, in a stack of
+    several series, each segment's value inside it where it is tall enough."""
     totals = [sum(s.values[i] for s in series) for i in range(len(labels))]
     top = _nice_top(max([*totals, guide[0] if guide else 0], default=0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -112,6 +116,11 @@ def bar_chart(
                     f'height="{h:.1f}" fill="{s.color}"><title>{html.escape(label)}, '
                     f"{html.escape(s.name)}: {s.values[i]:,.0f}</title></rect>"
                 )
+                if len(series) > 1 and h >= SEGMENT_LABEL_MIN_PX and s.values[i] != totals[i]:
+                    parts.append(
+                        f'<text x="{LEFT + i * slot + slot / 2:.1f}" y="{base + h / 2 + 3:.1f}" '
+                        f'text-anchor="middle" font-size="9" fill="#fff">{s.values[i]:,.0f}</text>'
+                    )
         cx = LEFT + i * slot + slot / 2
         if totals[i]:
             parts.append(
@@ -187,7 +196,43 @@ def _summary(r: dict[str, Any]) -> str:
     )
     return (
         "<h2>Invariants (checked from the raw send log)</h2><table><tr><th>check</th>"
-        f"<th>count</th><th></th></tr>{rows}</table>"
+        f"<th>count</th><th></th></tr>{rows}</table>{_bunching(r)}"
+    )
+
+
+def _bunching(r: dict[str, Any]) -> str:
+    """How sends bunch per user, each figure under its JSON key."""
+
+    def share(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1%}"
+
+    def minutes(value: int | None) -> str:
+        return "n/a" if value is None else f"{value} min"
+
+    gap = r["min_gap_minutes_per_user"]
+    spacing = r["settings"]["min_spacing_minutes"]
+    rows = [
+        ("max_sends_per_user_hour", "most messages to one user in any 60 minutes",
+         f"{r['max_sends_per_user_hour']} ({r['max_gated_sends_per_user_hour']} gated; "
+         "reminders keep the time the user asked for)"),
+        ("min_gap_minutes_per_user", "smallest gap between two gated messages to one user",
+         f"minimum {minutes(gap['min'])}, 5th percentile {minutes(gap['p5'])} over "
+         f"{gap['users']} users (spacing {spacing:g} min)"),
+        ("first_hour_after_quiet_share", "gated messages in the first hour after quiet hours",
+         share(r["first_hour_after_quiet_share"])),
+        ("max_local_hour_share", "gated messages in the busiest local hour",
+         share(r["max_local_hour_share"])),
+        ("max_sends_per_user_local_day", "most gated messages to one user in a local day",
+         f"{r['max_sends_per_user_local_day']} (quota {r['settings']['per_user_daily']})"),
+    ]  # fmt: skip
+    body = "".join(
+        f"<tr><td><code>{key}</code></td><td>{html.escape(what)}</td>"
+        f"<td>{html.escape(value)}</td></tr>"
+        for key, what, value in rows
+    )
+    return (
+        "<h2>How messages bunch per user</h2><table><tr><th>JSON key</th><th>figure</th>"
+        f"<th>value</th></tr>{body}</table>"
     )
 
 
@@ -199,14 +244,18 @@ def render_html(r: dict[str, Any]) -> str:
     ) else set(range(quiet_start, quiet_end))  # fmt: skip
     gated_total = max(1, r["gated_sends"])
     per_day, engaged = r["sends_per_day"], r["engagement_per_day"]
-    outcomes = {k: v for k, v in r["intents"].items() if k in INTENT_OUTCOMES}
+    states = [*INTENT_OUTCOMES, "pending_at_end"]
+    intents = [r["intents"].get(k, 0) for k in states]
+    triggers = r.get("trigger_outcomes", {})
+    check_ins = [triggers.get("pending" if k == "pending_at_end" else k, 0) for k in states]
     gaps = r["gated_gap_minutes"]
     spacing = r["settings"]["min_spacing_minutes"]
     charts = [
         bar_chart(
             "Proactive messages per local hour",
             "Time basis: each message at its recipient's local time (their IANA zone at the "
-            "moment of sending, DST included). The dashed line is 15% of all gated messages.",
+            "moment of sending, DST included). The dashed line is 15% of all gated messages: "
+            "the blue part of every bar must stay below it. Inside a bar: the number of each kind.",
             [f"{h:02d}" for h in range(24)],
             [Series("gated follow-ups and check-ins", hours["gated"], GATED),
              Series("reminders users asked for (exempt)", hours["reminders"], REMINDER)],
@@ -243,12 +292,14 @@ def render_html(r: dict[str, Any]) -> str:
             x_title="time since the user's previous gated message", y_title="pairs",
         ),
         bar_chart(
-            "Intent outcomes",
-            "No time basis: the state of every registered follow-up and reminder at the end "
-            "of the run.",
-            list(outcomes),
-            [Series("intents", list(outcomes.values()), NEUTRAL)],
-            x_title="final state", y_title="intents",
+            "Outcomes of follow-ups, reminders and check-ins",
+            "No time basis: the state of every registered follow-up and reminder, and of every "
+            "check-in the scan found, at the end of the run (pending: not yet due or held back "
+            "when the run ended).",
+            [k.replace("_", " ") for k in states],
+            [Series("follow-ups and reminders", intents, NEUTRAL),
+             Series("check-ins from the scan", check_ins, CHECK_IN)],
+            x_title="state at the end of the run", y_title="items",
         ),
     ]  # fmt: skip
     style = (

@@ -11,6 +11,7 @@ from gateway.app.config import Config, Secrets, Settings
 from gateway.core.clock import ManualClock
 from gateway.core.ports import LLM, Channel, Clock
 from tests.fakes import FakeLLM, MemoryChannel
+from tests.fakes.postgres import pg_server, pg_url  # noqa: F401  (fixtures)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -34,6 +34,8 @@ LAYERS: dict[str, set[str]] = {
     "gateway.analyzer": FEATURE,
     "gateway.limits": FEATURE,
     "gateway.knowledge": FEATURE,
+    "gateway.suggestions": FEATURE | {"gateway.knowledge"},
+    "gateway.subscriptions": FEATURE,
     "proactive": FEATURE,
     "gateway.admin": FEATURE,
     "gateway.app": {"gateway", "channels", "proactive", "vault"},

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import aiosqlite
@@ -35,6 +35,8 @@ SyncBody = Callable[[sqlite3.Connection], T]
 Outcome = tuple[bool, Any]  # (True, value) or (False, exception)
 Runner = Callable[[sqlite3.Connection, list[SyncBody[Any]]], list[Outcome]]
 Entry = tuple[SyncBody[Any], "asyncio.Future[Any]"]
+# How a batch reaches its connection's thread: `hop(fn)` runs `fn(raw connection)` there.
+Hop = Callable[[SyncBody[list[Outcome]]], Awaitable[list[Outcome]]]
 
 MAX_BATCH = 128
 
@@ -112,7 +114,7 @@ def read_batch(raw: sqlite3.Connection, bodies: list[SyncBody[Any]]) -> list[Out
 
 
 class Batcher:
-    """Runs submitted bodies on `conn()`'s thread, as many per hop as are waiting.
+    """Runs submitted bodies on a connection's thread (`hop`), as many per hop as are waiting.
 
     `lock`, when given, is held for each hop (the writer lock, which `Vault.transaction()`
     holds too). `what` names the side in errors ("write" or "read").
@@ -120,14 +122,14 @@ class Batcher:
 
     def __init__(
         self,
-        conn: Callable[[], aiosqlite.Connection],
+        hop: Hop,
         runner: Runner,
         *,
         what: str,
         lock: asyncio.Lock | None = None,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        self._conn = conn
+        self._hop_to = hop
         self._runner = runner
         self._what = what
         self._lock = lock
@@ -199,11 +201,11 @@ class Batcher:
                 future.set_exception(value)
 
     async def _run(self, bodies: list[SyncBody[Any]]) -> list[Outcome]:
-        runner, conn = self._runner, self._conn()
+        runner = self._runner
         if self._lock is None:
-            return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
+            return await self._hop_to(lambda raw: runner(raw, bodies))
         async with self._lock:
-            return await on_connection_thread(conn, lambda raw: runner(raw, bodies))
+            return await self._hop_to(lambda raw: runner(raw, bodies))
 
 
 def _fail(entries: list[Entry], message: str, cause: BaseException | None = None) -> None:

@@ -38,7 +38,7 @@ from typing import Any, Self, TypeVar
 import aiosqlite
 
 from gateway.core.errors import VaultError
-from vault.batch import Batcher, SyncBody, read_batch, write_batch
+from vault.batch import Batcher, SyncBody, on_connection_thread, read_batch, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,12 @@ class Tx:
 
 
 class Vault:
-    """Owner of the connections. Use as `async with Vault(path) as vault:`."""
+    """Owner of the connections. Use as `async with Vault(path) as vault:`.
+
+    `vault.pg.PgVault` is the same interface on PostgreSQL (`dialect` tells them apart).
+    """
+
+    dialect = "sqlite"
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000) -> None:
         self.path = Path(path)
@@ -125,8 +130,8 @@ class Vault:
         self._reader: aiosqlite.Connection | None = None
         self._checkpointer: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
-        self._writes = Batcher(lambda: self.conn, write_batch, what="write", lock=self._lock)
-        self._reads = Batcher(lambda: self._read_conn, read_batch, what="read")
+        self._writes = Batcher(self._write_hop, write_batch, what="write", lock=self._lock)
+        self._reads = Batcher(self._read_hop, read_batch, what="read")
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -182,6 +187,12 @@ class Vault:
         if writer is not None:
             async with self._lock:
                 await writer.close()
+
+    async def _write_hop(self, fn: SyncBody[T]) -> T:
+        return await on_connection_thread(self.conn, fn)
+
+    async def _read_hop(self, fn: SyncBody[T]) -> T:
+        return await on_connection_thread(self._read_conn, fn)
 
     @property
     def conn(self) -> aiosqlite.Connection:

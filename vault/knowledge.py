@@ -16,12 +16,32 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from vault.db import Vault
+from vault.pg.dialect import or_query
 
 # Every column of a document row, in `DocumentRow` order.
 _DOC = """d.id, d.path, d.title, d.type, d.status, d.ref_key, d.scope, d.content_hash, d.size,
     d.mtime_ns, d.tokens, d.indexed_ms, d.retired_ms"""
 # A document is visible when it has no scope or its scope is one of the JSON list given.
 _VISIBLE = "(d.scope IS NULL OR d.scope IN (SELECT value FROM json_each(?)))"
+# The ranked search per backend, higher scores better: FTS5's bm25 (heading weighted 2:1) on
+# SQLite; on PostgreSQL ts_rank over the generated `fts` column (heading weighted 'A').
+_SEARCH = {
+    "sqlite": f"""SELECT c.id AS chunk, c.document AS document, -f.score AS score
+        FROM (SELECT rowid, bm25(knowledge_fts, 2.0, 1.0) AS score FROM knowledge_fts
+              WHERE knowledge_fts MATCH ? ORDER BY score LIMIT ?) f
+        JOIN knowledge_chunks c ON c.id = f.rowid
+        JOIN knowledge_documents d ON d.id = c.document
+        WHERE d.retired_ms IS NULL AND {_VISIBLE}
+        ORDER BY f.score LIMIT ?""",
+    "postgresql": f"""SELECT c.id AS chunk, c.document AS document, f.score AS score
+        FROM (SELECT k.id, ts_rank(k.fts, q) AS score
+              FROM knowledge_chunks k, to_tsquery('simple', ?) q
+              WHERE k.fts @@ q ORDER BY score DESC LIMIT ?) f
+        JOIN knowledge_chunks c ON c.id = f.id
+        JOIN knowledge_documents d ON d.id = c.document
+        WHERE d.retired_ms IS NULL AND {_VISIBLE}
+        ORDER BY f.score DESC, c.id LIMIT ?""",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,15 +194,10 @@ class KnowledgeStore:
         The index ranks first (the costly part, in C), then the few best are filtered by scope."""
         if not match:
             return []
+        if self.vault.dialect == "postgresql":
+            match = or_query(match)
         return await self.vault.fetchall(
-            f"""SELECT c.id AS chunk, c.document AS document, -f.score AS score
-                FROM (SELECT rowid, bm25(knowledge_fts, 2.0, 1.0) AS score FROM knowledge_fts
-                      WHERE knowledge_fts MATCH ? ORDER BY score LIMIT ?) f
-                JOIN knowledge_chunks c ON c.id = f.rowid
-                JOIN knowledge_documents d ON d.id = c.document
-                WHERE d.retired_ms IS NULL AND {_VISIBLE}
-                ORDER BY f.score LIMIT ?""",
-            (match, limit * 4, _scopes(visible), limit),
+            _SEARCH[self.vault.dialect], (match, limit * 4, _scopes(visible), limit)
         )
 
     async def term_frequencies(self, terms: Collection[str]) -> tuple[int, dict[str, int]]:
@@ -274,7 +289,8 @@ class KnowledgeStore:
     async def put_vectors(self, model: str, vectors: Sequence[tuple[str, bytes]]) -> None:
         await self.vault.run(
             lambda raw: raw.executemany(
-                "INSERT OR REPLACE INTO knowledge_vectors (model, hash, vector) VALUES (?, ?, ?)",
+                """INSERT INTO knowledge_vectors (model, hash, vector) VALUES (?, ?, ?)
+                   ON CONFLICT (model, hash) DO UPDATE SET vector = excluded.vector""",
                 [(model, h, v) for h, v in vectors],
             )
         )

@@ -1,4 +1,4 @@
-"""Long-term memories per user, searchable through an FTS5 index kept in sync by triggers.
+"""Long-term memories per user, searchable (FTS5 on SQLite, a tsvector on PostgreSQL).
 
 Memories belong to a user (not a chat): what someone told Iris in a DM is known in a group
 thread with them too, but never to another user. Every method takes the owning user's key, so
@@ -7,12 +7,19 @@ a tool scoped to one user cannot reach another user's rows.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from vault.db import Vault
+from vault.pg.dialect import or_query
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+log = logging.getLogger(__name__)
+
+# Told after a memory is saved: (user pk, memory id, text). A failing listener is logged.
+MemoryListener = Callable[[int, int, str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,6 +35,17 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
 
 
+# The search per backend: FTS5 on SQLite; on PostgreSQL the generated `fts` tsvector column
+# (`vault/pg/schema.py`), the same OR of quoted words as a tsquery ('a' | 'b').
+_SEARCH = {
+    "sqlite": """SELECT m.id, m.text, m.created_ms FROM memories_fts f
+        JOIN memories m ON m.id = f.rowid
+        WHERE memories_fts MATCH :match AND m.user = :user ORDER BY rank LIMIT :limit""",
+    "postgresql": """SELECT id, text, created_ms FROM memories, to_tsquery('simple', :match) q
+        WHERE fts @@ q AND user = :user ORDER BY ts_rank(fts, q) DESC, id LIMIT :limit""",
+}
+
+
 class Memories:
     """Use one instance per vault: it remembers which users have no memories at all, so the
     context pipeline skips the search for them (most users, most messages)."""
@@ -35,6 +53,7 @@ class Memories:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self._has_any: dict[int, bool] = {}
+        self.added: list[MemoryListener] = []  # e.g. the subscriptions' `memory_added` trigger
 
     async def remember(self, user: int, text: str, now_ms: int) -> int:
         async with self.vault.transaction() as tx:  # the FTS trigger writes a second table
@@ -43,6 +62,11 @@ class Memories:
                 (user, text, now_ms),
             )
         self._has_any[user] = True
+        for listener in self.added:
+            try:
+                await listener(user, memory_id, text)
+            except Exception:
+                log.exception("memory listener failed")
         return memory_id
 
     async def find(self, user: int, text: str) -> int | None:
@@ -73,11 +97,10 @@ class Memories:
             self._has_any.setdefault(user, found)
         if not self._has_any[user]:
             return []
+        if self.vault.dialect == "postgresql":
+            match = or_query(match)
         rows = await self.vault.fetchall(
-            """SELECT m.id, m.text, m.created_ms FROM memories_fts f
-               JOIN memories m ON m.id = f.rowid
-               WHERE memories_fts MATCH ? AND m.user = ? ORDER BY rank LIMIT ?""",
-            (match, user, limit),
+            _SEARCH[self.vault.dialect], {"match": match, "user": user, "limit": limit}
         )
         return [Memory(**dict(r)) for r in rows]
 

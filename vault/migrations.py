@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import cast
 
 from gateway.core.errors import VaultError
 from vault.db import Vault
 from vault.schema import Migration
+from vault.schema_context_refresh import CONTEXT_REFRESH
 from vault.schema_delivery import DELIVERY_ORDER
 from vault.schema_intake import INTAKE
 from vault.schema_knowledge import KNOWLEDGE
 from vault.schema_limits import LIMITS
 from vault.schema_pairing import PAIRING
 from vault.schema_proactive_gate import PROACTIVE_GATE
+from vault.schema_reply_history import REPLY_HISTORY
+from vault.schema_subscriptions import SUBSCRIPTIONS
+from vault.schema_suggestions import SUGGESTIONS
 
 log = logging.getLogger(__name__)
 
@@ -246,11 +251,23 @@ MIGRATIONS: tuple[Migration, ...] = (
     LIMITS,
     KNOWLEDGE,
     PROACTIVE_GATE,
+    REPLY_HISTORY,
+    CONTEXT_REFRESH,
+    SUGGESTIONS,
+    SUBSCRIPTIONS,
 )
 
 
 async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
-    """Apply pending migrations in order; return the names applied."""
+    """Apply pending migrations in order; return the names applied.
+
+    On PostgreSQL the same list runs through `vault/pg/migrate.py` (translated, one migrator
+    at a time across replicas)."""
+    if vault.dialect == "postgresql":
+        from vault.pg.migrate import migrate_pg
+        from vault.pg.vault import PgVault
+
+        return await migrate_pg(cast(PgVault, vault), migrations)
     current = await vault.user_version()
     if current > len(migrations):
         raise VaultError(

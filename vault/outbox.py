@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from gateway.core.messages import ChatRef, Outbound, OutboundKind
 from vault.batch import SyncBody
+from vault.conversations import insert_message
 from vault.db import Row, Vault
 
 TERMINAL = ("sent", "failed", "uncertain")
@@ -29,6 +30,35 @@ class OutboxRow:
     attempts: int
     # False when the idempotency key already existed and this is the earlier row.
     created: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class History:
+    """Where a reply's text joins the history once it was, or may have been, delivered."""
+
+    session: int
+    chat: int
+    kind: str
+    tokens: int
+
+
+def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool:
+    """Append the row's text to the history it was written for, once: the row forgets its
+    session as it does, so whichever path settles it first records it (`sent` or
+    `uncertain`; never `failed`)."""
+    found = raw.execute(
+        """SELECT history_session, history_chat, history_kind, history_tokens, text FROM outbox
+           WHERE id = ? AND history_session IS NOT NULL""",
+        (row_id,),
+    ).fetchone()
+    if found is None:
+        return False
+    raw.execute("UPDATE outbox SET history_session = NULL WHERE id = ?", (row_id,))
+    insert_message(
+        raw, session=int(found[0]), chat=int(found[1]), user=None, role="assistant",
+        kind=str(found[2]), text=str(found[4]), tokens=int(found[3] or 0), now_ms=now_ms,
+    )  # fmt: skip
+    return True
 
 
 _COLUMNS = (
@@ -54,14 +84,22 @@ def _row(row: Row, *, created: bool = True) -> OutboxRow:
 
 
 def enqueue_in(
-    raw: sqlite3.Connection, out: Outbound, now_ms: int, *, status: str = "pending"
+    raw: sqlite3.Connection,
+    out: Outbound,
+    now_ms: int,
+    *,
+    status: str = "pending",
+    history: History | None = None,
 ) -> OutboxRow:
-    """Insert the row inside the caller's transaction, or return the existing one for its key."""
+    """Insert the row inside the caller's transaction, or return the existing one for its key.
+    With `history`, the text joins that session when the row is sent or turns uncertain."""
     attempts = 1 if status == "sending" else 0
+    h = history
     row = raw.execute(
         """INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,
-                                status, attempts, next_attempt_ms, created_ms)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                status, attempts, next_attempt_ms, created_ms,
+                                history_session, history_chat, history_kind, history_tokens)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (idempotency_key) DO NOTHING
             RETURNING id""",
         (
@@ -76,6 +114,10 @@ def enqueue_in(
             attempts,
             now_ms,
             now_ms,
+            None if h is None else h.session,
+            None if h is None else h.chat,
+            None if h is None else h.kind,
+            None if h is None else h.tokens,
         ),
     ).fetchone()
     if row is None:
@@ -108,7 +150,7 @@ BEHIND = "waiting behind an earlier message to this chat"
 
 
 def enqueue_in_order_in(
-    raw: sqlite3.Connection, out: Outbound, now_ms: int
+    raw: sqlite3.Connection, out: Outbound, now_ms: int, history: History | None = None
 ) -> tuple[OutboxRow, bool]:
     """The row, ready to send (`sending`, attempt 1) — or `pending` behind an earlier open row
     of the same chat, and True, so that it goes out after that one."""
@@ -117,7 +159,7 @@ def enqueue_in_order_in(
         f"SELECT 1 FROM outbox WHERE {_OPEN} AND {_SAME_CHAT} LIMIT 1",
         (chat.channel, chat.chat_id, chat.thread_id),
     ).fetchone()
-    row = enqueue_in(raw, out, now_ms, status="pending" if behind else "sending")
+    row = enqueue_in(raw, out, now_ms, status="pending" if behind else "sending", history=history)
     if behind is not None and row.created:
         raw.execute("UPDATE outbox SET last_error = ? WHERE id = ?", (BEHIND, row.id))
     return row, behind is not None
@@ -127,9 +169,11 @@ class Outbox:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
-    async def enqueue_in_order(self, out: Outbound, now_ms: int) -> tuple[OutboxRow, bool]:
+    async def enqueue_in_order(
+        self, out: Outbound, now_ms: int, history: History | None = None
+    ) -> tuple[OutboxRow, bool]:
         """`enqueue_in_order_in` in one write: (the row, whether it waits behind another)."""
-        return await self.vault.run(lambda raw: enqueue_in_order_in(raw, out, now_ms))
+        return await self.vault.run(lambda raw: enqueue_in_order_in(raw, out, now_ms, history))
 
     async def first_waiting(self, limit: int = 500) -> list[WaitingRow]:
         """Pending rows that are first in their chat, soonest due first."""
@@ -178,17 +222,16 @@ class Outbox:
         *,
         also: SyncBody[None] | None = None,
     ) -> None:
-        """Mark delivered; `also` runs in the same transaction (e.g. recording the reply)."""
+        """Mark delivered, the text joining its history (`History`) in the same transaction;
+        `also` runs in it too (a proactive item's terminal state)."""
         ids = json.dumps(list(platform_ids))
-        if also is None:
-            await self._set(row_id, "sent", None, sent_ms=now_ms, platform_ids=ids)
-            return
 
         def sent(raw: sqlite3.Connection) -> None:
             raw.execute(
                 "UPDATE outbox SET status = 'sent', sent_ms = ?, platform_ids = ? WHERE id = ?",
                 (now_ms, ids, row_id),
             )
+            record_history_in(raw, row_id, now_ms)
             if also is not None:
                 also(raw)
 
@@ -200,20 +243,34 @@ class Outbox:
     async def mark_failed(self, row_id: int, error: str) -> None:
         await self._set(row_id, "failed", error)
 
-    async def mark_uncertain(self, row_id: int, error: str) -> None:
-        await self._set(row_id, "uncertain", error)
+    async def mark_uncertain(self, row_id: int, error: str, now_ms: int) -> None:
+        """It may have arrived: `uncertain`, and its text joins its history (the user may
+        have seen it)."""
 
-    def mark_uncertain_soon(self, row_id: int, error: str) -> None:
+        def uncertain(raw: sqlite3.Connection) -> None:
+            raw.execute(
+                "UPDATE outbox SET status = 'uncertain', last_error = ? WHERE id = ?",
+                (error, row_id),
+            )
+            record_history_in(raw, row_id, now_ms)
+
+        await self.vault.run(uncertain)
+
+    def mark_uncertain_soon(self, row_id: int, error: str, now_ms: int) -> None:
         """Write-behind, for an attempt cut off mid-send (cancelled): the row, if still
-        `sending`, may have gone out. Settled, it no longer holds up its chat."""
-        self.vault.run_soon(
-            lambda raw: raw.execute(
+        `sending`, may have gone out. Settled, it no longer holds up its chat, and its text
+        joins its history like any uncertain send."""
+
+        def settle(raw: sqlite3.Connection) -> None:
+            changed = raw.execute(
                 """UPDATE outbox SET status = 'uncertain', last_error = ?
                    WHERE id = ? AND status = 'sending'""",
                 (error, row_id),
-            ),
-            f"settle cancelled send #{row_id}",
-        )
+            ).rowcount
+            if changed:
+                record_history_in(raw, row_id, now_ms)
+
+        self.vault.run_soon(settle, f"settle cancelled send #{row_id}")
 
     async def _set(self, row_id: int, status: str, error: str | None, **extra: object) -> None:
         sets = ", ".join(f"{k} = ?" for k in extra)
@@ -221,13 +278,24 @@ class Outbox:
         sql += f", {sets}" if sets else ""
         await self.vault.write(sql + " WHERE id = ?", (status, error, *extra.values(), row_id))
 
-    async def recover_after_crash(self) -> int:
-        """Rows left `sending` by a crash may have been delivered: mark them uncertain."""
-        return await self.vault.write_rowcount(
-            """UPDATE outbox SET status = 'uncertain',
-                      last_error = 'process stopped during the send'
-               WHERE status = 'sending'"""
-        )
+    async def recover_after_crash(self, now_ms: int) -> int:
+        """Rows left `sending` by a crash may have been delivered: mark them uncertain, their
+        texts joining their histories (as a live uncertain send's does)."""
+
+        def recover(raw: sqlite3.Connection) -> int:
+            ids = [
+                int(r[0])
+                for r in raw.execute(
+                    """UPDATE outbox SET status = 'uncertain',
+                              last_error = 'process stopped during the send'
+                       WHERE status = 'sending' RETURNING id"""
+                ).fetchall()
+            ]
+            for row_id in sorted(ids):
+                record_history_in(raw, row_id, now_ms)
+            return len(ids)
+
+        return await self.vault.run(recover)
 
     async def due(self, now_ms: int, limit: int = 100) -> list[OutboxRow]:
         rows = await self.vault.fetchall(

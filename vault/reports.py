@@ -15,6 +15,12 @@ from typing import NamedTuple
 from vault.conversations import UserRow
 from vault.db import Vault
 
+# SQLite: the file's pages in use; PostgreSQL: the database's size on disk.
+_VAULT_BYTES = {
+    "sqlite": "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+    "postgresql": "SELECT pg_database_size(current_database())",
+}
+
 
 class MessageCount(NamedTuple):
     """Messages of one role in one channel's chats (`role` is "user" or "assistant")."""
@@ -49,7 +55,5 @@ class Reports:
 
     async def vault_bytes(self) -> int:
         """The database file's pages in use, in bytes (free pages and the WAL not counted)."""
-        size = await self.vault.scalar(
-            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
-        )
+        size = await self.vault.scalar(_VAULT_BYTES[self.vault.dialect])
         return int(size or 0)

@@ -4,14 +4,20 @@
 connection (`connect_async`/`close_async`, never `start_async`) or serves `/slack/events` on the
 app's HTTP server. There the headers, signature and body are checked before Bolt parses
 anything (`verify.py` in this package: unsigned, forged or stale -> 401, a signed but malformed
-body -> 400, nothing runs and no traceback is logged).
+body -> 400, nothing runs and no traceback is logged). An event that arrives before the channel
+runs (still connecting, or restarting after a failure) is answered 503 with Retry-After, logged
+once per such period, so that Slack redelivers it.
 Listeners only translate (see `events.py` in this package) and hand the message to the intake,
 which saves it before Bolt acks (`process_before_response`): if the vault cannot take it,
-Bolt answers 500 and Slack redelivers. The router then schedules and tracks the turn, dedupes
+the answer is 503 with Retry-After (logged once until an event is taken again) and Slack
+redelivers. The router then schedules and tracks the turn, dedupes
 (event_id, channel+ts), authorizes and answers. An event that does not translate is saved as
 rejected and acked, never retried forever. Catch-all listeners make Bolt ack every other
 event, because an unhandled one gets a 404 that Slack keeps retrying.
 
+A click on one of our buttons (`block_actions`, verified like events, through the same route
+or socket) is saved as the command it carries, then acked; the command's answer is an ordinary
+message in the conversation. A message's buttons become Block Kit under its last chunk.
 The slash command (`/iris <sub> [args]`) is acked once saved and its answer goes back through
 Bolt's `respond` (the response_url), picked by the reply's `reply_to`. Replies elsewhere are
 `chat.postMessage` in the thread. The SDK retries only a connection that was never made;
@@ -20,6 +26,9 @@ briefly or leave to the background resend (the SDK's own handler would sleep out
 Retry-After inside the turn), and the SDK's retry of a dropped connection is off because
 the post may already have gone through. Every SDK and aiohttp error is mapped into our tree
 by `errors.py` in this package.
+
+Size: a little over 400 lines; the listeners, the verified HTTP route and sending share the
+Bolt app, the intake handler, the slash-command responders and health, which one class keeps.
 """
 
 from __future__ import annotations
@@ -36,12 +45,13 @@ from typing import Any, Self
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.common import ChunkProgress
 from gateway.core.clock import wall_ms
-from gateway.core.errors import ChannelUnavailable, FatalChannelError
+from gateway.core.errors import ChannelUnavailable, FatalChannelError, VaultError
 from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
@@ -56,8 +66,11 @@ from gateway.core.ports import InboundHandler, WebRoute
 
 from .errors import NOT_SENT, check_respond_status, map_link_errors, map_send_errors
 from .events import (
+    BUTTON_ACTION,
     CHANNEL,
     SlackIdentity,
+    action_to_inbound,
+    button_blocks,
     command_to_inbound,
     event_to_inbound,
     reply_chunks,
@@ -68,6 +81,10 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 STARTING = "Iris is starting up — please try again in a moment."
+# An event that arrives before the channel runs is answered 503 with this Retry-After: Slack
+# treats any failure as "retry later" and redelivers (after ~1 min, then ~5 min).
+RETRY_AFTER_S = 60
+RETRY_LATER = json.dumps({"error": "starting up, retry later"})
 _KEEP = 1000  # pending slash-command responders / partial multi-chunk sends remembered
 
 Respond = Callable[..., Awaitable[Any]]
@@ -112,6 +129,8 @@ class SlackChannel:
         self._last_inbound_ms: int | None = None
         self._last_ok_ms: int | None = None
         self._detail = "not started"
+        self._refused_early = 0  # events answered 503 since the channel last stopped running
+        self._intake_failures: set[str] = set()  # logged since the intake last took an event
         self.started = asyncio.Event()
 
     @property
@@ -163,6 +182,10 @@ class SlackChannel:
             self._handler = on_inbound
             self._detail = self._mode
             self._last_ok_ms = self._now_ms()
+            if self._refused_early:
+                log.info("slack: running; %d early event(s) were left to Slack's retries",
+                         self._refused_early)  # fmt: skip
+                self._refused_early = 0
             self.started.set()
             await asyncio.Event().wait()
         except (FatalChannelError, ChannelUnavailable) as exc:
@@ -196,17 +219,32 @@ class SlackChannel:
         self._app.event("app_mention")(self._on_event)
         self._app.event(re.compile(".*"))(self._on_other_event)
         self._app.command(self._command)(self._on_command)
-        # Buttons, shortcuts and modals are not used yet; ack them so Slack shows no error.
+        self._app.action(BUTTON_ACTION)(self._on_button)
+        # Other actions, shortcuts and modals are not used; ack them so Slack shows no error.
         anything = re.compile(".*")
         self._app.action(anything)(self._ack_only)
         self._app.shortcut(anything)(self._ack_only)
         self._app.view(anything)(self._ack_only)
+        self._app.error(self._on_listener_error)
+
+    async def _on_listener_error(self, error: Exception) -> BoltResponse | None:
+        """An event the intake could not take (the vault cannot write, or the channel stopped
+        meanwhile): 503 with Retry-After, so Slack redelivers it; logged once until an event
+        is taken again. Anything else keeps Bolt's 500, logged with its traceback."""
+        if not isinstance(error, VaultError | ChannelUnavailable):
+            log.error("slack: a listener failed", exc_info=error)
+            return None
+        kind = type(error).__name__
+        if kind not in self._intake_failures:
+            self._intake_failures.add(kind)
+            log.warning("slack: could not take an event (%s); answering 503 until it can", error)
+        return _retry_later()
 
     async def _on_event(self, body: dict[str, Any]) -> None:
         self._last_ok_ms = self._now_ms()
         handler, me = self._handler, self._me
         if handler is None or me is None:
-            # Raising makes Bolt answer 500, so Slack redelivers once we are running.
+            # Raising makes the answer a 503 (`_on_listener_error`): Slack redelivers it.
             raise ChannelUnavailable("slack channel is not running yet")
         try:
             inbound: Inbound | RejectedInbound | None = event_to_inbound(body, me)
@@ -219,7 +257,7 @@ class SlackChannel:
             )
         if inbound is not None:
             # Saved before Bolt acks (process_before_response): a VaultError makes it answer
-            # 500, so Slack redelivers.
+            # 503, so Slack redelivers.
             await self._dispatch(inbound, handler)
 
     async def _on_other_event(self, body: dict[str, Any]) -> None:
@@ -246,12 +284,31 @@ class SlackChannel:
         await self._dispatch(inbound, handler)  # saved first: a failure leaves it unacked
         await ack()  # within Slack's 3 s; the answer follows through `respond`
 
+    async def _on_button(self, ack: Callable[..., Awaitable[None]], body: dict[str, Any]) -> None:
+        handler = self._handler
+        if handler is None:  # answered 503: Slack shows the click failed, it can be repeated
+            raise ChannelUnavailable("slack channel is not running yet")
+        self._last_ok_ms = self._now_ms()
+        try:
+            inbound: Inbound | RejectedInbound | None = action_to_inbound(body)
+        except Exception as exc:  # kept with its reason, acked, never retried
+            inbound = RejectedInbound(
+                channel=CHANNEL,
+                key=f"slack:action:{body.get('trigger_id', '?')}",
+                reason=f"untranslatable button ({type(exc).__name__})",
+                raw=json.dumps(body)[:4000],
+            )
+        if inbound is not None:
+            await self._dispatch(inbound, handler)  # saved first: a failure leaves it unacked
+        await ack()
+
     async def _dispatch(
         self, inbound: Inbound | RejectedInbound, on_inbound: InboundHandler
     ) -> None:
         if isinstance(inbound, Inbound):
             self._last_inbound_ms = self._now_ms()
         await on_inbound([inbound])  # saved, and the turn scheduled; the router tracks it
+        self._intake_failures.clear()
 
     async def _events(self, request: WebRequest) -> WebResponse:
         try:  # before Bolt parses anything (see verify.py in this package)
@@ -263,15 +320,34 @@ class SlackChannel:
                 body=json.dumps({"error": error}),
                 content_type="application/json",
             )
+        if self._handler is None and _is_event(body):
+            return self._not_yet()
         bolt_request = AsyncBoltRequest(
             body=body, query=request.query, headers=dict(request.headers)
         )
         response = await self._app.async_dispatch(bolt_request)
         content_type = (response.headers.get("content-type") or ["text/plain"])[0]
+        retry = response.headers.get("retry-after")
         return WebResponse(
             status=response.status,
             body=response.body,
             content_type=content_type.split(";")[0].strip(),
+            headers={"Retry-After": retry[0]} if retry else {},
+        )
+
+    def _not_yet(self) -> WebResponse:
+        """An event before the channel runs (still connecting, or restarting): not taken, so
+        Slack must redeliver it — a 503 with Retry-After, logged once per such period instead
+        of a 500 and a traceback per event."""
+        if not self._refused_early:
+            log.warning("slack: events arrive before the channel is running; answering 503 "
+                        "so that Slack retries them")  # fmt: skip
+        self._refused_early += 1
+        return WebResponse(
+            status=503,
+            body=RETRY_LATER,
+            content_type="application/json",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
 
     def _verified_body(self, request: WebRequest) -> str:
@@ -303,21 +379,45 @@ class SlackChannel:
                 await self._respond(respond, chunks[index])
                 sent.append(f"respond-{index}")
             else:
-                sent.append(await self._post(out.chat, chunks[index]))
+                last = index == len(chunks) - 1
+                blocks = button_blocks(chunks[index], out.buttons) if last else None
+                sent.append(await self._post(out.chat, chunks[index], blocks))
         self._progress.done(out.idempotency_key)
         return SentReceipt(platform_message_ids=tuple(sent))
 
-    async def _post(self, chat: ChatRef, text: str) -> str:
+    async def _post(
+        self, chat: ChatRef, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> str:
         with map_send_errors():
             result = await self._client.chat_postMessage(
-                channel=chat.chat_id, text=text, thread_ts=chat.thread_id, mrkdwn=True
-            )
+                channel=chat.chat_id, text=text, thread_ts=chat.thread_id, mrkdwn=True,
+                blocks=blocks,
+            )  # fmt: skip
         return str(result.get("ts", ""))
 
     async def _respond(self, respond: Respond, text: str) -> None:
         with map_send_errors():
             result = await respond(text=text, response_type="ephemeral")
         check_respond_status(getattr(result, "status_code", 200))
+
+
+def _retry_later() -> BoltResponse:
+    return BoltResponse(
+        status=503,
+        body=json.dumps({"error": "not saved, retry later"}),
+        headers={"content-type": "application/json", "retry-after": str(RETRY_AFTER_S)},
+    )
+
+
+def _is_event(body: str) -> bool:
+    """Whether a verified body is an Events API delivery (not a URL check or a command)."""
+    if not body.lstrip().startswith("{"):
+        return False
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("type") == "event_callback"
 
 
 def _check_tokens(

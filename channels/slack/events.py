@@ -9,7 +9,10 @@ Every delivery carries two dedupe keys — the envelope's `event_id` (Slack retr
 (channel, ts), which the `message` + `app_mention` pair of one message share.
 
 The slash command `/iris clear now` becomes the text `/clear now`, so commands have one
-implementation for every channel; a bare `/iris` asks for help.
+implementation for every channel; a bare `/iris` asks for help. Likewise a click on one of our
+Block Kit buttons (`block_actions`) becomes the command in its value (`/use 2`), addressed to
+the bot, in the conversation (and thread) of the clicked message, marked by its
+`slack:action:<trigger_id>` dedupe key.
 """
 
 from __future__ import annotations
@@ -19,11 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.formatting import split_text, to_mrkdwn
-from gateway.core.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.core.messages import Button, ChatKind, ChatRef, Inbound, UserRef
 
 CHANNEL = "slack"
 # Slack truncates long messages and recommends at most 4,000 characters per message.
 MAX_MESSAGE_CHARS = 4000
+# Our buttons' action_ids (Slack wants them unique within a message): the prefix, then a number.
+BUTTON_ACTION = re.compile(r"^iris_button_\d+$")
+# Block Kit limits: a section's text, a button's value, elements of one actions block.
+MAX_SECTION_CHARS = 3000
+MAX_BUTTON_VALUE = 2000
+MAX_ACTIONS = 25
 # Plain messages and the few subtypes that are still a person writing.
 _WRITTEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 
@@ -104,6 +113,63 @@ def command_to_inbound(payload: dict[str, Any]) -> Inbound | None:
         mentioned=True,
         dedupe_keys=(f"slack:command:{trigger}",),
     )
+
+
+def action_to_inbound(payload: dict[str, Any]) -> Inbound | None:
+    """A click on one of our buttons -> the command it carries; None if it is not one of
+    ours; ValueError if its value is not a command."""
+    actions, user, where = payload.get("actions"), payload.get("user"), payload.get("channel")
+    trigger = payload.get("trigger_id")
+    if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
+        return None
+    if not isinstance(user, dict) or not isinstance(where, dict) or not trigger:
+        return None
+    action = actions[0]
+    if not BUTTON_ACTION.match(str(action.get("action_id", ""))):
+        return None
+    value = str(action.get("value") or "")
+    if not value.startswith("/") or len(value) > MAX_BUTTON_VALUE:
+        raise ValueError("button value is not a command")
+    channel = str(where.get("id") or "")
+    container = payload.get("container")
+    thread_ts = container.get("thread_ts") if isinstance(container, dict) else None
+    is_dm = channel.startswith("D")
+    return Inbound(
+        chat=ChatRef(channel=CHANNEL, chat_id=channel,
+                     thread_id=str(thread_ts) if thread_ts else None),
+        user=UserRef(channel=CHANNEL, user_id=str(user.get("id") or "")),
+        text=value,
+        message_id=f"action-{trigger}",
+        kind=ChatKind.DM if is_dm else ChatKind.GROUP,
+        mentioned=True,  # a click on the bot's own message addresses the bot
+        reply_to_bot=True,
+        at_ms=_ts_ms(str(action.get("action_ts") or "")),
+        dedupe_keys=(f"slack:action:{trigger}",),
+    )  # fmt: skip
+
+
+def button_blocks(text: str, rows: tuple[tuple[Button, ...], ...]) -> list[dict[str, Any]] | None:
+    """Block Kit for a message with buttons: its text as a section, then one actions block per
+    row; None when the text or the buttons do not fit (the text says how to type the same)."""
+    if not rows or len(text) > MAX_SECTION_CHARS:
+        return None
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+    number = 0
+    for row in rows:
+        elements = []
+        for b in row[:MAX_ACTIONS]:
+            if len(b.payload) > MAX_BUTTON_VALUE:
+                continue
+            number += 1
+            elements.append({
+                "type": "button",
+                "text": {"type": "plain_text", "text": b.label[:75]},
+                "action_id": f"iris_button_{number}",
+                "value": b.payload,
+            })  # fmt: skip
+        if elements:
+            blocks.append({"type": "actions", "elements": elements})
+    return blocks if len(blocks) > 1 else None
 
 
 def reply_chunks(markdown: str) -> list[str]:

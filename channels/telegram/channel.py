@@ -13,7 +13,11 @@ the gap and why. Every Bot API error is mapped into our tree by `errors.py` in t
 
 Sending splits on the UTF-16 budget before formatting, sends HTML, and resends a chunk as
 plain text when Telegram cannot parse it. A multi-chunk reply remembers how far it got, so a
-retry after a rate limit continues instead of repeating the first chunks.
+retry after a rate limit continues instead of repeating the first chunks. An `Outbound`'s
+buttons become an inline keyboard under its last chunk; a press (a callback query) is saved
+like a message, as the command its payload names, then answered with a short acknowledgement
+that says nothing about the outcome (the command's answer is an ordinary message, and a user
+who is not allowed gets what typing the command would get them).
 
 Connections: replies and typing indicators never compete. Replies have a pool sized for every
 send that can run at once (`send_connections`: the router's turns plus the background
@@ -24,6 +28,9 @@ flight. A send that waits too long at our gate was not sent: `DeliveryTransient`
 indicators go through a second, small pool with short timeouts; when its budget is spent an
 indicator is skipped, and a caller that stops waiting does not cancel the request: it ends
 within its own timeouts and gives its connection back.
+
+Size: a little over 400 lines; receiving, sending and the two connection pools share the
+bot, its gates and its health, and splitting them would pass all of that around.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
-from telegram import Bot, BotCommand, Message, ReplyParameters, Update
+from telegram import Bot, BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken
 from telegram.request import HTTPXRequest
@@ -66,7 +73,7 @@ from gateway.core.messages import (
 from gateway.core.ports import InboundHandler, WebRoute
 
 from .errors import best_effort, cannot_parse_entities, map_link_errors, map_send_errors
-from .events import CHANNEL, BotIdentity, reply_chunks, update_to_inbound
+from .events import CHANNEL, BotIdentity, keyboard, reply_chunks, update_to_inbound
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +89,9 @@ LINK_CONNECTIONS = 2
 # Typing indicators: their own small pool, short timeouts.
 TYPING_CONNECTIONS = 8
 TYPING_TIMEOUT_S = 5.0
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "callback_query")
+# The acknowledgement of a button press (the outcome follows as a message).
+PRESSED = "Got it."
 
 
 class TelegramChannel:
@@ -260,6 +269,7 @@ class TelegramChannel:
             await self._save([self._translate(u, me) for u in updates], on_inbound)
             # Confirmed to Telegram by the next getUpdates, only now that they are saved.
             self._offset = updates[-1].update_id + 1
+            await self._answer_presses(updates)
 
     async def _get_updates(self) -> tuple[Update, ...]:
         with map_link_errors("getUpdates"):
@@ -271,7 +281,7 @@ class TelegramChannel:
 
     def _translate(self, update: Update, me: BotIdentity) -> Inbound | RejectedInbound | None:
         try:
-            return update_to_inbound(update, me)
+            return update_to_inbound(update, me, now_ms=self._now_ms())
         except Exception as exc:  # one odd update must not stop the stream, nor come back
             return RejectedInbound(
                 channel=CHANNEL,
@@ -309,7 +319,14 @@ class TelegramChannel:
             await self._save([self._translate(update, me)], handler)
         except ChannelUnavailable:
             return WebResponse(status=503, body="not saved")  # Telegram retries later
+        await self._answer_presses([update])
         return WebResponse(status=200, body="ok")
+
+    async def _answer_presses(self, updates: Sequence[Update]) -> None:
+        """Stop the clients' spinners (best effort, on the small pool: short timeouts)."""
+        for query in (u.callback_query for u in updates if u.callback_query is not None):
+            with best_effort("answerCallbackQuery"):
+                await self._typing_bot.answer_callback_query(query.id, text=PRESSED)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -318,21 +335,26 @@ class TelegramChannel:
         sent = self._progress.sent(out.idempotency_key)
         for index in range(len(sent), len(chunks)):
             html, plain = chunks[index]
-            message = await self._send_chunk(out, html, plain, first=index == 0)
+            message = await self._send_chunk(
+                out, html, plain, first=index == 0, last=index == len(chunks) - 1
+            )
             sent.append(str(message.message_id))
         self._progress.done(out.idempotency_key)
         return SentReceipt(platform_message_ids=tuple(sent))
 
-    async def _send_chunk(self, out: Outbound, html: str, plain: str, *, first: bool) -> Message:
+    async def _send_chunk(
+        self, out: Outbound, html: str, plain: str, *, first: bool, last: bool
+    ) -> Message:
         chat_id = out.chat.chat_id
         thread = int(out.chat.thread_id) if out.chat.thread_id else None
         reply = None
         if first and out.reply_to and chat_id.startswith("-") and out.reply_to.isdigit():
             # Quote the question in groups only; in a DM the context is obvious.
             reply = ReplyParameters(int(out.reply_to), allow_sending_without_reply=True)
+        markup = keyboard(out.buttons) if last else None
         with map_send_errors():
             async with self._send_connection():
-                return await self._send_html_or_plain(chat_id, html, plain, thread, reply)
+                return await self._send_html_or_plain(chat_id, html, plain, thread, reply, markup)
 
     async def _send_html_or_plain(
         self,
@@ -341,6 +363,7 @@ class TelegramChannel:
         plain: str,
         thread: int | None,
         reply: ReplyParameters | None,
+        markup: InlineKeyboardMarkup | None,
     ) -> Message:
         try:
             return await self._bot.send_message(
@@ -349,13 +372,18 @@ class TelegramChannel:
                 parse_mode=ParseMode.HTML,
                 message_thread_id=thread,
                 reply_parameters=reply,
+                reply_markup=markup,
             )
         except BadRequest as exc:
             if not cannot_parse_entities(exc):
                 raise
             log.warning("telegram: HTML rejected (%s); resending as plain text", exc.message)
             return await self._bot.send_message(
-                chat_id, plain, message_thread_id=thread, reply_parameters=reply
+                chat_id,
+                plain,
+                message_thread_id=thread,
+                reply_parameters=reply,
+                reply_markup=markup,
             )
 
     @contextlib.asynccontextmanager

@@ -4,21 +4,33 @@ No I/O here, so every rule about what Iris answers on Telegram is unit-testable 
 DMs always; in groups only when addressed — an `@mention` of the bot, a `text_mention` of it,
 a reply to one of its messages, or `/cmd@bot`; forum topics are separate chats
 (`message_thread_id`). Messages from bots and channel posts are ignored.
+A press on one of our inline keyboard buttons (a callback query) becomes an ordinary `Inbound`
+whose text is the button's payload (a command such as `/use 2`), addressed to the bot and
+marked by its `telegram:callback:<id>` dedupe key: auth and the commands treat it like typing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from telegram import Message, MessageEntity, Update
+from telegram import (
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    Update,
+)
 
 from gateway.core.formatting import split_text, to_plain, to_telegram_html, utf16_len
-from gateway.core.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.core.messages import Button, ChatKind, ChatRef, Inbound, UserRef
 
 CHANNEL = "telegram"
 # Telegram's limit is 4096 characters after entity parsing, counted in UTF-16 code units.
 MAX_MESSAGE_UTF16 = 4096
 GROUP_TYPES = frozenset({"group", "supergroup"})
+# Telegram's limit for a button's callback_data, in bytes.
+MAX_CALLBACK_DATA = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +39,11 @@ class BotIdentity:
     username: str
 
 
-def update_to_inbound(update: Update, me: BotIdentity) -> Inbound | None:
-    """The `Inbound` for a message update, or None if Iris should not see it at all."""
+def update_to_inbound(update: Update, me: BotIdentity, *, now_ms: int = 0) -> Inbound | None:
+    """The `Inbound` for a message update or a button press, or None if Iris should not see it
+    at all; ValueError for a press that cannot be one of ours."""
+    if update.callback_query is not None:
+        return callback_to_inbound(update.update_id, update.callback_query, now_ms)
     message = update.message
     if message is None or message.from_user is None or message.from_user.is_bot:
         return None
@@ -50,6 +65,48 @@ def update_to_inbound(update: Update, me: BotIdentity) -> Inbound | None:
         at_ms=int(message.date.timestamp() * 1000),
         dedupe_keys=(f"telegram:update:{update.update_id}",),
     )
+
+
+def callback_to_inbound(update_id: int, query: CallbackQuery, now_ms: int) -> Inbound | None:
+    """A button press as the command its payload names, in the chat of the pressed message."""
+    user, message = query.from_user, query.message
+    if user.is_bot or message is None:  # presses on inline-mode messages: not ours
+        return None
+    if not isinstance(message, Message):  # too old to read: its topic is unknown
+        raise ValueError("button on an inaccessible message")
+    data = query.data or ""
+    if not data.startswith("/") or len(data.encode()) > MAX_CALLBACK_DATA:
+        raise ValueError("button payload is not a command")
+    chat_type = message.chat.type
+    if chat_type != "private" and chat_type not in GROUP_TYPES:
+        return None
+    thread = str(message.message_thread_id) if message.is_topic_message else None
+    return Inbound(
+        chat=ChatRef(channel=CHANNEL, chat_id=str(message.chat.id), thread_id=thread),
+        user=UserRef(channel=CHANNEL, user_id=str(user.id), display_name=user.full_name),
+        text=data,
+        message_id=f"callback:{query.id}",  # not a message: never quoted in the answer
+        kind=ChatKind.DM if chat_type == "private" else ChatKind.GROUP,
+        mentioned=True,  # a press on the bot's own message addresses the bot
+        reply_to_bot=True,
+        at_ms=now_ms,
+        dedupe_keys=(f"telegram:update:{update_id}", f"telegram:callback:{query.id}"),
+    )
+
+
+def keyboard(rows: tuple[tuple[Button, ...], ...]) -> InlineKeyboardMarkup | None:
+    """An inline keyboard for an `Outbound`'s buttons (payloads too long for Telegram are left
+    out: the message's text says how to type the same)."""
+    markup = [
+        [
+            InlineKeyboardButton(b.label, callback_data=b.payload)
+            for b in row
+            if len(b.payload.encode()) <= MAX_CALLBACK_DATA
+        ]
+        for row in rows
+    ]
+    markup = [row for row in markup if row]
+    return InlineKeyboardMarkup(markup) if markup else None
 
 
 def _mentions_bot(message: Message, me: BotIdentity) -> bool:

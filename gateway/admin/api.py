@@ -7,6 +7,8 @@ comparison; 401 otherwise), then its body and query are read (`gateway/admin/bod
 other `UserInputError` 400. Bad input is always a 4xx; a 500 is a bug (logged, never echoed).
 Every authenticated action is audited. Errors are JSON `{"error": ..., "detail": ...}` as the
 OpenAPI document says, and never carry exception text.
+Features add operations through the seam (`ApiRead`, `ApiWrite`, `ApiRoute`: any method, path
+parameters, a validated query, or a server-sent event stream, `gateway/admin/routes.py`).
 `/healthz` is not here: it stays unauthenticated and belongs to the HTTP server.
 """
 
@@ -23,13 +25,14 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from gateway.admin.bodies import ApiError, query_user, read_body
+from gateway.admin.routes import route_handler
 from gateway.admin.schema import EmptyRequest, IdRequest, IntentRequest, TriggerRequest, openapi
 from gateway.admin.stats import Stats
 from gateway.core.admin_ops import JSON, NewIntent, NewTrigger, ProactiveOps
 from gateway.core.errors import NotFound, UserInputError, WrongState
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
-from gateway.features.contributions import ApiRead, ApiWrite
+from gateway.features.contributions import ApiRead, ApiRoute, ApiWrite
 from vault.audit import AuditLog, Outcome
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,13 @@ def _error(status: int, error: str, detail: Any = None) -> web.Response:
         body["detail"] = detail
     headers = {"WWW-Authenticate": 'Bearer realm="iris"'} if status == 401 else None
     return web.json_response(body, status=status, headers=headers)
+
+
+def _redacted(result: JSON) -> JSON:
+    """What the audit keeps of an answer: a `secret` (shown to its caller once) is not kept."""
+    if isinstance(result, dict) and "secret" in result:
+        return {**result, "secret": "(shown once, not kept)"}
+    return result
 
 
 def token_matches(header: str | None, token: str) -> bool:
@@ -71,7 +81,9 @@ class AdminApi:
         clock: Clock,
         reads: Sequence[ApiRead] = (),
         writes: Sequence[ApiWrite] = (),
+        extra: Sequence[ApiRoute] = (),
     ) -> None:
+        self._extra = tuple(extra)
         self._reads = tuple(reads)
         self._writes = tuple(writes)
         self._token = token
@@ -95,6 +107,15 @@ class AdminApi:
             routes.append(
                 ("POST", write.path, self._endpoint(name, write.body, self._write(write)))
             )
+        for route in self._extra:  # the features' other operations (`/context/subscriptions`)
+            handler = route_handler(
+                route,
+                authorized=self._authorized,
+                endpoint=self._endpoint,
+                record=self._record,
+                error=_error,
+            )
+            routes.append((route.method, route.path, handler))
         if self._ops is not None:
             routes += [
                 (
@@ -127,7 +148,13 @@ class AdminApi:
         return token_matches(request.headers.get("Authorization"), self._token)
 
     def _endpoint(
-        self, action: str, model: type[BaseModel] | None, op: Operation, *, audited: bool = True
+        self,
+        action: str,
+        model: type[BaseModel] | None,
+        op: Operation,
+        *,
+        audited: bool = True,
+        ok_status: int = 200,
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             if not self._authorized(request):
@@ -158,8 +185,8 @@ class AdminApi:
                     await self._record(action, args, Outcome.ERROR, "internal error")
                 return _error(500, "internal error")
             if audited:
-                await self._record(action, args, Outcome.OK, json.dumps(result)[:200])
-            return web.json_response(result)
+                await self._record(action, args, Outcome.OK, json.dumps(_redacted(result))[:200])
+            return web.json_response(result, status=ok_status)
 
         return handle
 
@@ -188,7 +215,7 @@ class AdminApi:
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         if not self._authorized(request):
             return _error(401, "unauthorized", "send Authorization: Bearer <IRIS_API_TOKEN>")
-        return web.json_response(openapi(self._reads, self._writes))
+        return web.json_response(openapi(self._reads, self._writes, self._extra))
 
     def _read(self, read: ApiRead) -> Operation:
         async def run(request: web.Request, args: None) -> JSON:

@@ -10,6 +10,7 @@ exception is logged, never echoed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -46,6 +47,9 @@ _protocol_log.addFilter(_QuietBadRequests())
 
 # Slack and Telegram payloads are small; a cap keeps a hostile client from filling memory.
 MAX_BODY_BYTES = 1024 * 1024
+# Set when the server begins to stop: long-lived responses (event streams) end on it, so
+# stopping does not wait out aiohttp's shutdown timeout for them.
+STOPPING = web.AppKey("stopping", asyncio.Event)
 
 
 class HttpServer:
@@ -53,6 +57,8 @@ class HttpServer:
         self._host = host
         self._port = port
         self._app = web.Application(client_max_size=MAX_BODY_BYTES)
+        self._app[STOPPING] = asyncio.Event()
+        self._app.on_shutdown.append(_stopping)
         self._runner: web.AppRunner | None = None
         self._bound_port: int | None = None
 
@@ -100,6 +106,10 @@ class HttpServer:
             await self._runner.cleanup()
             self._runner = None
             self._bound_port = None
+
+
+async def _stopping(app: web.Application) -> None:
+    app[STOPPING].set()
 
 
 def _adapt(handler: WebHandler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

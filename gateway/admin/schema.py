@@ -10,13 +10,14 @@ and ids stop at SQLite's largest integer. What no schema can say — a time must
 minute and one year from *now*, a user key names nobody — is a documented 400 or 404. A
 schema-driven fuzzer in the tests holds the document and the server to this.
 
-`ENDPOINTS` lists the built-in operations; features' reads (`ApiRead`, e.g. `GET /budget`)
-are added beside them by `openapi(reads)`.
+`ENDPOINTS` lists the built-in operations; features' reads (`ApiRead`, e.g. `GET /budget`),
+writes (`ApiWrite`) and other routes (`ApiRoute`: path parameters, a query model, another
+status, an event stream) are added beside them by `openapi(reads, writes, routes)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 from pydantic.config import JsonDict
 
-from gateway.features.contributions import ApiRead, ApiWrite
+from gateway.features.contributions import ApiRead, ApiRoute, ApiWrite
 
 # Printable ASCII keys (`telegram:-1001234`, `slack:C1:1767225600.000100`): explicit ranges,
 # because `\s` means different things to the server's, the fuzzer's and the spec's regexes.
@@ -234,6 +235,10 @@ class Endpoint:
     response: type[BaseModel] | None = None
     user_query: bool | None = None  # None: no `user` parameter; else whether it is required
     errors: tuple[int, ...] = ()  # besides 401, and what a body or a query brings
+    params: Mapping[str, str] | None = None  # path parameters: name -> pattern
+    query: type[BaseModel] | None = None  # query parameters, one per field
+    status: int = 200
+    stream: bool = False  # text/event-stream
 
 
 ENDPOINTS: list[Endpoint] = [
@@ -268,13 +273,21 @@ _STATUS_TEXT = {
 }
 
 
-def openapi(reads: Sequence[ApiRead] = (), writes: Sequence[ApiWrite] = ()) -> dict[str, Any]:
-    """The document, with the features' reads (`GET path?user=`) and writes (`POST path`)
-    beside the built-in paths."""
+def openapi(
+    reads: Sequence[ApiRead] = (), writes: Sequence[ApiWrite] = (), routes: Sequence[ApiRoute] = ()
+) -> dict[str, Any]:
+    """The document, with the features' reads (`GET path?user=`), writes (`POST path`) and
+    other routes beside the built-in paths."""
     components: dict[str, Any] = {}
     features = [
         Endpoint("get", r.path, r.summary, user_query=r.user_required, errors=(404,)) for r in reads
     ] + [Endpoint("post", w.path, w.summary, w.body, errors=(400, 404)) for w in writes]
+    features += [
+        Endpoint(r.method.lower(), r.path, r.summary, r.body, r.response, errors=r.errors,
+                 params=r.params or None, query=r.query, status=r.status,
+                 stream=r.stream is not None)
+        for r in routes
+    ]  # fmt: skip
     paths: dict[str, Any] = {}
     for endpoint in [*ENDPOINTS, *features]:
         paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint, components)
@@ -293,11 +306,13 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
     codes = {401, *endpoint.errors}
     if endpoint.body is not None:
         codes |= {400, 413, 422}
-    if endpoint.user_query is not None:
+    if endpoint.user_query is not None or endpoint.params or endpoint.query is not None:
         codes.add(422)
     error = {"application/json": {"schema": _schema(ErrorBody, components)}}
     if endpoint.path == "/metrics":
         ok: dict[str, Any] = {"text/plain": {"schema": {"type": "string"}}}
+    elif endpoint.stream:
+        ok = {"text/event-stream": {"schema": {"type": "string"}}}
     elif endpoint.response is not None:
         ok = {"application/json": {"schema": _schema(endpoint.response, components)}}
     else:
@@ -305,15 +320,19 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
     operation: dict[str, Any] = {
         "summary": endpoint.summary,
         "security": [{"bearer": []}],
-        "responses": {"200": {"description": "OK", "content": ok}}
+        "responses": {str(endpoint.status): {"description": "OK", "content": ok}}
         | {str(c): {"description": _STATUS_TEXT[c], "content": error} for c in sorted(codes)},
     }
     if endpoint.body is not None:
         operation["requestBody"] = {
             # A body with nothing required may be left out (`POST /proactive/scan`).
-            "required": bool(endpoint.body.model_json_schema().get("required")),
+            "required": bool(endpoint.body.model_json_schema().get("required"))
+            or issubclass(endpoint.body, RootModel),  # a union of bodies: one is required
             "content": {"application/json": {"schema": _schema(endpoint.body, components)}},
         }
+    parameters = _parameters(endpoint)
+    if parameters:
+        operation["parameters"] = parameters
     if endpoint.user_query is not None:
         operation["parameters"] = [
             {
@@ -326,6 +345,26 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
             }
         ]
     return operation
+
+
+def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
+    """Path parameters (each a string matching its pattern) and one query parameter per
+    field of the query model."""
+    found: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True,
+         "schema": {"type": "string", "pattern": pattern}}
+        for name, pattern in (endpoint.params or {}).items()
+    ]  # fmt: skip
+    if endpoint.query is not None:
+        schema = endpoint.query.model_json_schema()
+        required = set(schema.get("required", ()))
+        for name, prop in schema.get("properties", {}).items():
+            prop = {k: v for k, v in prop.items() if k not in ("title", "default")}
+            found.append(
+                {"name": name, "in": "query", "required": name in required, "schema": prop}
+                | ({"description": prop["description"]} if "description" in prop else {})
+            )
+    return found
 
 
 def _schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:

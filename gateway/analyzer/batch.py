@@ -1,28 +1,33 @@
 """`iris analyze FILE.jsonl`: run the context analyzer over recorded conversations.
 
-Each input line is `{"id": "...", "messages": ["first user message", ..., "last"]}`; each
-output line judges the last message with the earlier ones as the session's history:
-`{"id", "suggestion", "frustration", "topic_shift", "keywords"}`. This judges detection only —
-live cooldowns depend on time and earlier tips, which a file does not have. With a confirmer,
-a suspected topic shift is put to the model as in a live chat. A malformed line is reported on
-stderr with its line number and skipped; the exit code is then 1.
+Each input line is `{"id": "...", "messages": ["first user message", ..., "last"]}` (an
+optional `"last_reply"` is the assistant's reply before the last message, for the
+confirmation model); each output line judges the last message with the earlier ones as the
+session's history: `{"id", "suggestion", "frustration", "topic_shift", "mode", "score",
+"keywords"}`. This judges detection only — live cooldowns depend on time and earlier tips,
+which a file does not have. With embeddings (`semantic`) the messages are embedded as a live
+chat would; with a confirmer, a near-threshold case is put to the model exactly as in a live
+chat, failing closed. A malformed line is reported on stderr with its line number and
+skipped; the exit code is then 1.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from gateway.analyzer.confirm import Confirmer, ModelCall
+from gateway.analyzer.confirm import Confirmer, ModelCall, decide
 from gateway.analyzer.detect import Analysis, Params, judge_conversation
+from gateway.analyzer.semantic import SemanticSide
 
 
 @dataclass(frozen=True, slots=True)
 class Case:
     id: str
     messages: list[str]
+    last_reply: str | None = None
 
 
 class BadLine(ValueError):
@@ -44,7 +49,10 @@ def parse_case(line: str) -> Case:
         raise BadLine('"messages" must be a non-empty list of strings')
     if not all(isinstance(m, str) for m in messages):
         raise BadLine('"messages" must contain only strings')
-    return Case(str(case_id), messages)
+    last_reply = data.get("last_reply")
+    if last_reply is not None and not isinstance(last_reply, str):
+        raise BadLine('"last_reply" must be a string')
+    return Case(str(case_id), messages, last_reply)
 
 
 def result_line(case: Case, analysis: Analysis) -> dict[str, Any]:
@@ -53,6 +61,8 @@ def result_line(case: Case, analysis: Analysis) -> dict[str, Any]:
         "suggestion": analysis.suggestion or "none",
         "frustration": analysis.frustration,
         "topic_shift": analysis.topic_shift,
+        "mode": analysis.mode.value,
+        "score": None if analysis.score is None else round(analysis.score, 4),
         "keywords": list(analysis.keywords),
     }
 
@@ -62,20 +72,25 @@ async def judge(
     params: Params,
     window: int,
     confirm: tuple[Confirmer, ModelCall] | None = None,
+    semantic: SemanticSide | None = None,
 ) -> Analysis:
-    analysis = judge_conversation(case.messages, params, window)
-    if confirm is None or analysis.suggestion != "clear":
+    vectors = None
+    complaint = None
+    if semantic is not None and semantic.embedder is not None:
+        vectors = [await semantic.embed(m) for m in case.messages[-window - 1 :]]
+        last = vectors[-1]
+        complaint = semantic.complaint_similarity(last) if last is not None else None
+    analysis = judge_conversation(
+        case.messages, params, window, vectors=vectors, complaint=complaint
+    )
+    if confirm is None or not analysis.near(params):
         return analysis
     confirmer, call = confirm
-    verdict = await confirmer.confirm(call, case.messages[-window - 1 : -1], case.messages[-1])
-    if verdict in ("continuation", "frustration"):
-        return Analysis(
-            frustration=verdict == "frustration",
-            topic_shift=False,
-            keywords=analysis.keywords,
-            overlap=analysis.overlap,
-        )
-    return analysis
+    verdict = await confirmer.confirm(
+        call, case.messages[-window - 1 : -1], case.last_reply, case.messages[-1]
+    )
+    tip = decide(verdict)
+    return replace(analysis, topic_shift=tip == "clear", frustration=tip == "compact")
 
 
 async def run_batch(
@@ -86,6 +101,7 @@ async def run_batch(
     params: Params,
     window: int,
     confirm: tuple[Confirmer, ModelCall] | None = None,
+    semantic: SemanticSide | None = None,
 ) -> int:
     bad = 0
     for number, line in enumerate(lines, start=1):
@@ -97,6 +113,6 @@ async def run_batch(
             bad += 1
             print(f"line {number}: {exc}", file=err)
             continue
-        analysis = await judge(case, params, window, confirm)
+        analysis = await judge(case, params, window, confirm, semantic)
         print(json.dumps(result_line(case, analysis), ensure_ascii=False), file=out)
     return 1 if bad else 0

@@ -1,10 +1,13 @@
 """Frustration patterns of the context analyzer: complaints about the conversation itself.
 
-Phrases like "forget that", "that's not what I asked", "you're not listening", "ti ho già
-detto", "você não está me ouvindo", matched in clause-initial position or as fixed complaints
-in English, German, French, Spanish, Italian, Portuguese, Russian and Japanese. Quoted text and
-code are blanked out first (somebody else's words), and a complaint inside a task ("translate
-…", "write a reply saying …") does not count. Every pattern is compiled once at import.
+Phrases like "forget that", "let us start over", "reset everything", "you're confused",
+"that's not what I asked", "ti ho già detto", "você não está me ouvindo", matched in
+clause-initial position or as fixed complaints in English, German, French, Spanish, Italian,
+Portuguese, Russian and Japanese. The same words about the work do not count: "start over" and
+"reset everything" must end their clause ("start over the migration from the checkpoint" is a
+task). The caller blanks quoted text, code and reported speech first (`quoting.py`), and a
+complaint inside a task ("translate …", "write a reply saying …") does not count. Every pattern
+is compiled once at import.
 """
 
 from __future__ import annotations
@@ -19,11 +22,6 @@ def rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern.replace("'", _APOS), re.IGNORECASE)
 
 
-# Quoted or code text is somebody else's words: blank it before looking for complaints.
-_QUOTED = re.compile(
-    r'"[^"\n]*"|“[^”\n]*”|„[^“”\n]*[“”]|«[^»\n]*»|‘[^’\n]*’(?!\w)|`[^`]*`|^\s*>.*$',
-    re.MULTILINE,
-)
 # Start of a clause, plus interjections people put in front of a complaint.
 _LEAD = (
     r"(?:^|[.!?;:\n]\s*|,\s*|\s[-—–]\s*)"
@@ -33,12 +31,14 @@ _LEAD = (
 _CLAUSE_PHRASES = (
     r"forget (?:it|that|this|all (?:of )?(?:that|this)|everything(?: (?:i|we) (?:said|discussed))?"
     r"|what i (?:said|asked|wrote))\b(?! (?:to|when|in|on|at|file|folder|key|entry))",
-    r"(?:let's |can we |could we |we should |i want to |i'd like to |just )?"
+    r"(?:let's |let us |can we |could we |we should |i want to |i'd like to |just )?"
     r"(?:start (?:over|again|afresh|fresh|from scratch)|begin again)"
     r"\s*(?:$|[.!?,;]|please\b|then\b)",
     r"(?:let's |can we |could we |please )?(?:just )?(?:reset|restart|wipe|clear)"
     r" (?:the|this|our|my|your) (?:conversation|chat|context|thread|discussion|memory|history)"
     r"(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b|for me\b))",
+    r"(?:let's |let us |please )?(?:just )?(?:reset|restart|wipe|clear) (?:everything|it all"
+    r"|all of (?:this|it))(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b))",
     r"i give up(?: on (?:this|it|you))?\s*(?:$|[.!?,;])|i(?:'m| am) (?:giving up|done with this)\b",
     r"забудь (?:это|всё|все|про это)|(?:давай )?начн[её]м (?:сначала|заново)",
     r"no,? i (?:said|meant|asked|wrote)\b",
@@ -130,11 +130,6 @@ _REPORTING = rx(
     r"|meaning of|mean by|write (?:a|an|the|me)|reply (?:with|to)|respond (?:with|to)"
     r"|how (?:do|would|can) (?:i|you) say|in (?:german|french|spanish|english)|grammar)\b"
 )
-
-
-def strip_quoted(text: str) -> str:
-    """The message with quoted text and code blanked out."""
-    return _QUOTED.sub(" ", text)
 
 
 def complains(plain: str) -> bool:

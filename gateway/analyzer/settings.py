@@ -9,7 +9,12 @@ from gateway.features.settings import Section
 
 class AnalyzerSection(Section):
     enabled: bool = True
-    topic_shift_threshold: float = Field(0.2, ge=0, le=1)
+    # Use message embeddings when the `semantic` extra is installed; false: lexical rules only.
+    semantic: bool = True
+    topic_shift_threshold: float = Field(0.0, ge=0, le=1)
+    semantic_threshold: float = Field(0.82, ge=-1, le=1)
+    complaint_threshold: float = Field(0.87, ge=-1, le=1)
+    confirm_band: float = Field(0.05, ge=0, le=1)
     min_keywords: int = Field(5, ge=1)
     recent_messages: int = Field(4, ge=1, le=20)
     cooldown_messages: int = Field(8, ge=0)

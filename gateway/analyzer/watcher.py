@@ -1,17 +1,21 @@
 """The stateful side of the context analyzer: session state, cooldowns, confirmation, counters.
 
-Two entry points, both plugged in by the analyzer feature (`gateway/analyzer/feature.py`):
+Entry points, plugged in by the analyzer feature (`gateway/analyzer/feature.py`):
 
-- `suggest(turn)` is the analyzer step's hook, run for chat messages before the agent: it
-  judges the message with the pure functions of `gateway/analyzer/detect.py`, applies the cooldowns,
-  optionally asks the confirmation model, saves the state and returns "clear", "compact" or
-  None. It never executes anything: the step only appends a tip to the reply.
+- `judge(turn)`, run for chat messages before the agent: embeds the message (when an embedder
+  is available), judges it with the pure functions of `detect.py`, applies the cooldowns and
+  saves the session's state — always, even when the analysis itself fails. It returns the
+  tip to show now, or a near-threshold analysis the confirmation model should decide.
+- `confirm(turn, analysis)`, run by the step concurrently with the agent turn: the model's
+  verdict, failing closed; `shown(turn, command)` records a confirmed tip that made it into the
+  reply.
 - `observe(turn)` is a turn hook, run for every message including commands (which stop the
   pipeline before the analyzer step). It counts commands as messages and records a suggestion
   as followed when the user runs the suggested command within `FOLLOW_WINDOW` messages.
 
 No suggestion is made until a session has `MIN_SESSION_MESSAGES` earlier messages: `/clear`
 and `/compact` open a new session, so this is what keeps the analyzer quiet right after them.
+The state format is versioned (`state.py`); a state of the previous version is migrated.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
-from gateway.analyzer.confirm import Confirmer
+from gateway.analyzer.confirm import Confirmer, confirmation_model, decide
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance, analyze
+from gateway.analyzer.semantic import SemanticSide, pack
 from gateway.analyzer.settings import AnalyzerSection
+from gateway.analyzer.state import WatchState
 from gateway.core.llm import LLMRequest, LLMResponse, Payer
 from gateway.turns.turn import Turn
 from vault.analyzer import AnalyzerStore, Event
@@ -38,50 +43,12 @@ ChatModelCall = Callable[[LLMRequest, str | None], Awaitable[LLMResponse]]
 REMEMBERED_SESSIONS = 4096
 FOLLOW_WINDOW = 2
 MIN_SESSION_MESSAGES = 2
-SUGGESTIBLE = ("clear", "compact")
 
 
-@dataclass(slots=True, kw_only=True)
-class WatchState:
-    recent: list[list[str]] = field(default_factory=list)
-    topic_started_ms: int | None = None
-    messages: int = 0  # user messages in this session, commands included
-    last_suggestion_ms: int | None = None
-    last_suggestion_at: int | None = None  # `messages` when the last tip was shown
-    last_command: str | None = None
-    followed: bool = False
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WatchState:
-        """Tolerant: a field of the wrong shape is dropped rather than failing the turn."""
-        state = cls()
-        recent = data.get("recent")
-        if isinstance(recent, list):
-            state.recent = [
-                [w for w in m if isinstance(w, str)] for m in recent if isinstance(m, list)
-            ]
-        for name in ("topic_started_ms", "last_suggestion_ms", "last_suggestion_at"):
-            value = data.get(name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                setattr(state, name, value)
-        messages = data.get("messages")
-        state.messages = messages if isinstance(messages, int) and messages >= 0 else 0
-        command = data.get("last_command")
-        state.last_command = command if command in SUGGESTIBLE else None
-        state.followed = data.get("followed") is True
-        return state
-
-    def to_json(self) -> dict[str, Any]:
-        # By hand: dataclasses.asdict deep-copies every keyword list (it showed in profiles).
-        return {
-            "recent": self.recent,
-            "topic_started_ms": self.topic_started_ms,
-            "messages": self.messages,
-            "last_suggestion_ms": self.last_suggestion_ms,
-            "last_suggestion_at": self.last_suggestion_at,
-            "last_command": self.last_command,
-            "followed": self.followed,
-        }
+@dataclass(frozen=True, slots=True)
+class Judged:
+    now: Suggestion | None = None  # the tip to show with this reply
+    pending: Analysis | None = None  # near the threshold: the confirmation model decides
 
 
 def cooling_down(state: WatchState, now_ms: int, settings: AnalyzerSection) -> bool:
@@ -95,6 +62,16 @@ def cooling_down(state: WatchState, now_ms: int, settings: AnalyzerSection) -> b
     return now_ms - state.last_suggestion_ms < settings.cooldown_minutes * 60_000
 
 
+def params_of(settings: AnalyzerSection) -> Params:
+    return Params(
+        threshold=settings.topic_shift_threshold,
+        min_keywords=settings.min_keywords,
+        semantic_threshold=settings.semantic_threshold,
+        complaint_threshold=settings.complaint_threshold,
+        confirm_band=settings.confirm_band,
+    )
+
+
 class ContextWatch:
     def __init__(
         self,
@@ -103,16 +80,17 @@ class ContextWatch:
         conversations: Conversations,
         settings: AnalyzerSection,
         call: ChatModelCall | None = None,
+        semantic: SemanticSide | None = None,
     ) -> None:
         self.store = store
         self.conversations = conversations
         self.settings = settings
-        self.params = Params(
-            threshold=settings.topic_shift_threshold, min_keywords=settings.min_keywords
-        )
+        self.params = params_of(settings)
+        self.semantic = semantic or SemanticSide(None)
+        model = confirmation_model(settings.confirm_model)
         self.confirmer = (
-            Confirmer(model=settings.confirm_model, timeout_s=settings.confirm_timeout_s)
-            if settings.confirm_model and call is not None
+            Confirmer(model=model, timeout_s=settings.confirm_timeout_s)
+            if model is not None and call is not None
             else None
         )
         self._call = call
@@ -124,8 +102,7 @@ class ContextWatch:
         this process saved last (the common case: every turn saves what the next one reads)."""
         known = self._saved.get(session)
         if known is not None and known[0] == stored:
-            # A shallow copy: the turn reassigns fields, and `advance` builds a new `recent`
-            # rather than changing the lists in place (which would change the cached state).
+            # A shallow copy: the turn reassigns fields and never changes the lists in place.
             return replace(known[1])
         return WatchState.from_json(self.store.parse(session, stored))
 
@@ -154,69 +131,93 @@ class ContextWatch:
             event = Event(kind="followed", command=name, chat=turn.recorded.chat_pk)
         self._save(session, state, turn.now_ms, event)
 
-    async def suggest(self, turn: Turn) -> Suggestion | None:
-        """The tip for this message, if any. A failure here never costs the user the reply."""
-        try:
-            return await self._suggest(turn)
-        except Exception:
-            log.exception("context analyzer failed for %s", turn.inbound.chat.key)
-            return None
-
-    async def _suggest(self, turn: Turn) -> Suggestion | None:
+    async def judge(self, turn: Turn) -> Judged:
+        """What to do for this message. Never raises (but for cancellation); the session's
+        state is saved whatever happens to the analysis."""
         recorded, scope = turn.recorded, turn.scope
         if recorded is None or scope is None:
-            return None
-        session = recorded.session_pk
-        state = self._load(session, recorded.analyzer_state)
-        analysis = analyze(scope.text, state.recent, self.params)
-        suggestion = analysis.suggestion
-        if suggestion is not None and cooling_down(state, turn.now_ms, self.settings):
-            suggestion = None
-        elif suggestion == "clear" and self.confirmer is not None:
-            analysis, suggestion = await self._confirmed(turn, analysis)
+            return Judged()
+        try:
+            state = self._load(recorded.session_pk, recorded.analyzer_state)
+        except Exception:
+            log.exception("analyzer state of session %d unusable", recorded.session_pk)
+            state = WatchState()
+        analysis: Analysis | None = None
+        vector = None
+        try:
+            vector = await self.semantic.embed(scope.text)
+            model = self.semantic.model
+            analysis = analyze(
+                scope.text,
+                state.recent,
+                self.params,
+                vector=vector,
+                recent_vectors=state.vectors_of(model) if vector is not None else (),
+                complaint=self.semantic.complaint_similarity(vector) if vector else None,
+            )
+        except Exception:
+            log.exception("context analyzer failed for %s", turn.inbound.chat.key)
+        judged = self._decide(state, analysis, turn.now_ms)
         state.messages += 1
-        if analysis.topic_shift or state.topic_started_ms is None:
-            state.topic_started_ms = turn.now_ms
-        state.recent = advance(state.recent, analysis.keywords, self.settings.recent_messages)
+        if analysis is not None:
+            if analysis.topic_shift or state.topic_started_ms is None:
+                state.topic_started_ms = turn.now_ms
+            state.recent = advance(state.recent, analysis.keywords, self.settings.recent_messages)
+        if vector is not None and self.semantic.model is not None:
+            state = state.with_vector(
+                self.semantic.model, (pack(vector), vector), self.settings.recent_messages
+            )
         event = None
-        if suggestion is not None:
-            state.last_suggestion_ms = turn.now_ms
-            state.last_suggestion_at = state.messages
-            state.last_command = suggestion
-            state.followed = False
-            event = Event(kind="shown", command=suggestion, chat=recorded.chat_pk)
-        self._save(session, state, turn.now_ms, event)
-        return suggestion
+        if judged.now is not None:
+            state.mark_shown(judged.now, turn.now_ms)
+            event = Event(kind="shown", command=judged.now, chat=recorded.chat_pk)
+        self._save(recorded.session_pk, state, turn.now_ms, event)
+        return judged
 
-    async def _confirmed(
-        self, turn: Turn, analysis: Analysis
-    ) -> tuple[Analysis, Suggestion | None]:
-        assert self.confirmer is not None
-        assert self._call is not None
-        assert turn.scope is not None
+    def _decide(self, state: WatchState, analysis: Analysis | None, now_ms: int) -> Judged:
+        if analysis is None or (analysis.suggestion is None and not analysis.near(self.params)):
+            return Judged()
+        if cooling_down(state, now_ms, self.settings):
+            return Judged()
+        if analysis.frustration:
+            return Judged(now="compact")
+        if self.confirmer is not None and analysis.near(self.params):
+            return Judged(pending=analysis)
+        return Judged(now=analysis.suggestion)
+
+    async def confirm(self, turn: Turn) -> Suggestion | None:
+        """The confirmation model's tip for this message; None on any doubt (fails closed)."""
+        assert self.confirmer is not None and self._call is not None
         scope, model_call = turn.scope, self._call
+        assert scope is not None
         rows = await self.conversations.history(
             scope.session_pk, limit=2 * self.settings.recent_messages, before_id=scope.message_pk
         )
         earlier = [r.text for r in rows if r.role == "user"][-self.settings.recent_messages :]
-
+        replies = [r.text for r in rows if r.role == "assistant"]
         payer = Payer(user_pk=scope.user_pk, timezone=scope.timezone)  # spends the user's budget
 
         async def call(request: LLMRequest) -> LLMResponse:
             return await model_call(replace(request, payer=payer), scope.chat.key)
 
-        verdict = await self.confirmer.confirm(call, earlier, scope.text)
-        if verdict == "continuation":
-            return _without_shift(analysis), None
-        if verdict == "frustration":
-            return _without_shift(analysis), "compact"
-        return analysis, "clear"
+        verdict = await self.confirmer.confirm(
+            call, earlier, replies[-1] if replies else None, scope.text
+        )
+        tip = decide(verdict)
+        return "clear" if tip == "clear" else "compact" if tip == "compact" else None
 
+    def shown(self, turn: Turn, command: Suggestion) -> None:
+        """Record a confirmed tip that went out with the reply (state and counter)."""
+        recorded = turn.recorded
+        assert recorded is not None
+        state = self._load(recorded.session_pk, self._saved_json(recorded.session_pk))
+        state.mark_shown(command, turn.now_ms)
+        event = Event(kind="shown", command=command, chat=recorded.chat_pk)
+        self._save(recorded.session_pk, state, turn.now_ms, event)
 
-def _without_shift(analysis: Analysis) -> Analysis:
-    return Analysis(
-        frustration=analysis.frustration,
-        topic_shift=False,
-        keywords=analysis.keywords,
-        overlap=analysis.overlap,
-    )
+    def log_failure(self, turn: Turn, exc: BaseException | None) -> None:
+        log.error("analyzer confirmation failed for %s", turn.inbound.chat.key, exc_info=exc)
+
+    def _saved_json(self, session: int) -> str:
+        known = self._saved.get(session)
+        return known[0] if known is not None else ""

@@ -76,8 +76,8 @@ from gateway.turns.steps import (
 from gateway.turns.turn import Step
 from vault.analyzer import AnalyzerStore
 from vault.audit import AuditLog
+from vault.backend import vault_for
 from vault.conversations import Conversations
-from vault.db import Vault
 from vault.inbound import InboundLog
 from vault.intake import IntakeStore
 from vault.memories import Memories
@@ -143,7 +143,7 @@ class App:
     async def _build_stores(self) -> None:
         s = self.config.settings
         self.vault = await self._stack.enter_async_context(
-            Vault(s.vault.path, busy_timeout_ms=s.vault.busy_timeout_ms)
+            vault_for(s.vault.path, s.vault.url, busy_timeout_ms=s.vault.busy_timeout_ms)
         )
         await migrate(self.vault)
         self.conversations = Conversations(self.vault)

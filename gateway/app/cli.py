@@ -30,6 +30,7 @@ from gateway.core.errors import ConfigError, FatalChannelError, IrisError
 
 if TYPE_CHECKING:
     from gateway.analyzer.detect import Params
+    from gateway.analyzer.semantic import SemanticSide
 
 log = logging.getLogger("iris")
 
@@ -92,38 +93,51 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
 
 async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
     from gateway.analyzer.batch import run_batch
-    from gateway.analyzer.detect import Params
+    from gateway.analyzer.semantic import SemanticSide
+    from gateway.analyzer.watcher import params_of
+    from gateway.knowledge.local_embedder import open_local_embedder
 
     s = config.settings.analyzer
-    params = Params(threshold=s.topic_shift_threshold, min_keywords=s.min_keywords)
+    params = params_of(s)
     try:
         text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
     lines = text.split("\n")
+    # The same model selection as a live chat: embeddings when the extra is installed and
+    # `[analyzer] semantic` is on, otherwise the lexical rules.
+    semantic = SemanticSide(open_local_embedder() if s.semantic else None)
     try:
         if args.confirm:
-            return await _analyze_confirmed(lines, config, params)
+            return await _analyze_confirmed(lines, config, params, semantic)
         return await run_batch(
-            lines, sys.stdout, sys.stderr, params=params, window=s.recent_messages
-        )
+            lines, sys.stdout, sys.stderr, params=params, window=s.recent_messages,
+            semantic=semantic,
+        )  # fmt: skip
     except BrokenPipeError:  # `iris analyze … | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
-async def _analyze_confirmed(lines: list[str], config: Config, params: Params) -> int:
+async def _analyze_confirmed(
+    lines: list[str], config: Config, params: Params, semantic: SemanticSide
+) -> int:
     from gateway.agent.anthropic_llm import AnthropicLLM
     from gateway.analyzer.batch import run_batch
-    from gateway.analyzer.confirm import Confirmer
+    from gateway.analyzer.confirm import Confirmer, confirmation_model
 
+    s, llm = config.settings.analyzer, config.settings.llm
+    model = confirmation_model(s.confirm_model)
+    if model is None:
+        print(
+            "error: --confirm needs [analyzer] confirm_model (as a live chat does)", file=sys.stderr
+        )
+        return 2
     key = config.secrets.get("ANTHROPIC_API_KEY")
     if key is None:
         print("error: --confirm needs ANTHROPIC_API_KEY", file=sys.stderr)
         return 2
-    s, llm = config.settings.analyzer, config.settings.llm
-    model = s.confirm_model or llm.model
     confirmer = Confirmer(model=model, timeout_s=s.confirm_timeout_s)
     async with AnthropicLLM(
         api_key=key,
@@ -140,6 +154,7 @@ async def _analyze_confirmed(lines: list[str], config: Config, params: Params) -
             params=params,
             window=s.recent_messages,
             confirm=(confirmer, adapter.complete),
+            semantic=semantic,
         )
 
 
@@ -164,11 +179,11 @@ async def cmd_audit(args: argparse.Namespace, config: Config) -> int:
     from gateway.admin.chat import when
     from gateway.core.clock import SystemClock
     from vault.audit import AuditLog
-    from vault.db import Vault
+    from vault.backend import vault_for
     from vault.migrations import migrate
 
     since = parse_since(args.since, SystemClock().now_ms())
-    async with Vault(config.settings.vault.path) as vault:
+    async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
         await migrate(vault)
         entries = await AuditLog(vault).recent(since_ms=since, limit=args.limit)
     for e in reversed(entries):
@@ -293,6 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(runner(args, config))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:  # found only when used, e.g. a vault URL that does not connect
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
         return 2
     except FatalChannelError as exc:
         print(f"fatal: {exc}", file=sys.stderr)

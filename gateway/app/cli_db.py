@@ -1,4 +1,9 @@
-"""`iris db migrate | backup PATH | restore PATH`: vault maintenance from the command line.
+"""`iris db migrate | backup PATH | restore PATH | copy SRC URL`: vault maintenance.
+
+`migrate` and `backup` work on the configured vault, SQLite or PostgreSQL (`[vault] url`; a
+PostgreSQL backup is `pg_dump`'s custom format). `copy` moves a SQLite vault into a PostgreSQL
+database (`vault/pg/copy.py`): it can be run again, and prints every table's row count on both
+sides.
 
 `restore` takes the vault's exclusive lock (`vault/lock.py`), so it refuses while `iris run` or
 `iris chat` uses the same vault, and never deletes anything: the file it replaces is kept
@@ -9,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
-from gateway.app.cli_common import Subparsers, add_command
+from gateway.app.cli_common import Subparsers, UsageError, add_command
 from gateway.app.config import Config
 
 
@@ -33,15 +39,28 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "<vault>.replaced-<time>, and put the backup in its place. Refuses while Iris runs.",
     )
     p.add_argument("path", help="the backup file to restore")
+    p = add_command(
+        commands,
+        "copy",
+        "copy a SQLite vault into PostgreSQL (idempotent)",
+        parents=[common],
+        runner=copy,
+        description="Copy every row of the SQLite vault SRC into the PostgreSQL database at "
+        "URL (both migrated first), skipping rows already there, then print each table's row "
+        "count on both sides. Stop Iris on SRC first.",
+    )
+    p.add_argument("source", metavar="SRC", help="the SQLite vault file")
+    p.add_argument("target", metavar="URL", help="postgresql://user:password@host/database")
 
 
 async def migrate(args: argparse.Namespace, config: Config) -> int:
-    from vault.db import Vault
+    from vault.backend import vault_for
     from vault.lock import in_use
     from vault.migrations import migrate
 
-    with in_use(config.settings.vault.path):
-        async with Vault(config.settings.vault.path) as vault:
+    s = config.settings.vault
+    with in_use(s.path):
+        async with vault_for(s.path, s.url) as vault:
             applied = await migrate(vault)
             version = await vault.user_version()
     print(f"applied: {', '.join(applied) if applied else 'nothing'}; schema version {version}")
@@ -49,11 +68,41 @@ async def migrate(args: argparse.Namespace, config: Config) -> int:
 
 
 async def backup(args: argparse.Namespace, config: Config) -> int:
-    from vault.db import Vault
+    from vault.backend import vault_for
 
-    async with Vault(config.settings.vault.path) as vault:
+    s = config.settings.vault
+    async with vault_for(s.path, s.url) as vault:
         await vault.backup(Path(args.path))
-    print(f"backup written to {args.path}")
+    how = " (pg_dump custom format: restore with pg_restore)" if s.url else ""
+    print(f"backup written to {args.path}{how}")
+    return 0
+
+
+async def copy(args: argparse.Namespace, config: Config) -> int:
+    from vault.backend import vault_for
+    from vault.lock import exclusive
+
+    source, url = Path(args.source), str(args.target)
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise UsageError(f"URL must be a postgresql:// URL, not {url.split(':', 1)[0]!r}")
+    if not await asyncio.to_thread(source.is_file):
+        raise UsageError(f"SRC {source} is not a SQLite vault file")
+    vault_for(source, url)  # says which extra is missing, if one is
+    from vault.pg.copy import copy_vault
+    from vault.pg.vault import PgVault
+
+    with exclusive(source):
+        async with vault_for(source) as sqlite, PgVault(url, key="URL") as pg:
+            counts = await copy_vault(sqlite, pg)
+    width = max(len(c.table) for c in counts)
+    for c in counts:
+        mark = "" if c.matches else "  <- differs"
+        print(f"{c.table:<{width}}  sqlite {c.source:>8}  postgresql {c.target:>8}{mark}")
+    differing = [c.table for c in counts if not c.matches]
+    if differing:
+        print(f"row counts differ in: {', '.join(differing)}", file=sys.stderr)
+        return 1
+    print(f"copied: {len(counts)} tables, {sum(c.source for c in counts)} rows, all counts match")
     return 0
 
 
@@ -61,6 +110,11 @@ async def restore(args: argparse.Namespace, config: Config) -> int:
     from vault.lock import exclusive
     from vault.restore import restore
 
+    if config.settings.vault.url:
+        raise UsageError(
+            "restore replaces a SQLite vault; a PostgreSQL backup (iris db backup) is restored "
+            "with pg_restore"
+        )
     target = config.settings.vault.path
     with exclusive(target):
         kept = await asyncio.to_thread(restore, Path(args.path), target)

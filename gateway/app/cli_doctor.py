@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gateway.app.cli_common import Subparsers, add_command
 from gateway.app.config import Config, secrets_needed
-from gateway.core.errors import VaultError
+from gateway.core.errors import ConfigError, VaultError
 
 
 def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -27,20 +27,20 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 
 async def doctor(args: argparse.Namespace, config: Config) -> int:
     from gateway.app.channels import channel_statuses
-    from vault.db import Vault
+    from vault.backend import vault_for
     from vault.migrations import MIGRATIONS
 
     ok = True
     print(f"config: ok ({config.source or 'built-in defaults'})")
     try:
-        async with Vault(config.settings.vault.path) as vault:
+        async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
             version = await vault.user_version()
         pending = len(MIGRATIONS) - version
         state = "up to date" if pending == 0 else f"{pending} migration(s) pending"
         if pending < 0:
             state, ok = "newer than this Iris", False
-        print(f"vault: {config.settings.vault.path} (schema {version}, {state})")
-    except VaultError as exc:
+        print(f"vault: {_where(config)} (schema {version}, {state})")
+    except (VaultError, ConfigError) as exc:
         ok = False
         print(f"vault: ERROR {exc}")
     for name, why in secrets_needed(config.settings):
@@ -56,6 +56,11 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
         ok = await _model_online(config) and ok
         ok = await _channels_online(config) and ok
     return 0 if ok else 1
+
+
+def _where(config: Config) -> str:
+    vault = config.settings.vault
+    return "PostgreSQL ([vault] url)" if vault.url else str(vault.path)
 
 
 def documents_report(config: Config) -> list[str]:

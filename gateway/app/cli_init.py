@@ -139,6 +139,28 @@ class Setup:
         self.ask.say(f"  {result.line(what)}")
         return False
 
+    def setting(
+        self, question: str, flag: str, at: tuple[str, str], default: str, validate: Any
+    ) -> str:
+        """Ask for one config value (the flag's value when given, else the file's, else
+        `default`, is what Enter keeps) and record it at `at` = (section, key)."""
+        given = getattr(self.args, flag.removeprefix("--").replace("-", "_"))
+        value: str = self.ask.ask(
+            question, flag=flag, given=given, current=str(self.now(*at, default)),
+            validate=validate,
+        )  # fmt: skip
+        self.set(*at, value)
+        return value
+
+    def people(self, question: str, flag: str, key: str, validate: Any) -> None:
+        """Ask for a comma-separated list of ids and record it as `[auth] key`."""
+        given = getattr(self.args, flag.removeprefix("--"))
+        answer = self.ask.ask(
+            question, flag=flag, given=given,
+            current=",".join(self.now("auth", key, [])) or "none", validate=validate,
+        )  # fmt: skip
+        self.set("auth", key, checks.split(answer))
+
     def secret(self, question: str, flag: str, name: str, validate: Any) -> str:
         given = getattr(self.args, flag.removeprefix("--").replace("-", "_"))
         value: str = self.ask.ask(
@@ -182,25 +204,17 @@ def _ask_telegram(s: Setup) -> None:
         if s.online("telegram", check_telegram(token, base, s.args.check_timeout)):
             break
     s.set_secret("TELEGRAM_BOT_TOKEN", token)
-    mode = s.ask.ask(
+    mode = s.setting(
         "Telegram mode (polling needs no public URL; webhook does)",
-        flag="--telegram-mode",
-        given=s.args.telegram_mode,
-        current=str(s.now("telegram", "mode", "polling")),
-        validate=checks.choice("polling", "webhook"),
-    )
-    s.set("telegram", "mode", mode)
+        "--telegram-mode", ("telegram", "mode"), "polling", checks.choice("polling", "webhook"),
+    )  # fmt: skip
     if mode == "webhook":
-        url = s.ask.ask(
+        url = s.setting(
             "Public webhook URL (your reverse proxy to Iris's [http] port)",
-            flag="--telegram-webhook-url",
-            given=s.args.telegram_webhook_url,
-            current=str(s.now("telegram", "webhook_url", "")),
-            validate=checks.https,
-        )
+            "--telegram-webhook-url", ("telegram", "webhook_url"), "", checks.https,
+        )  # fmt: skip
         if not url:
             raise UsageError("--telegram-webhook-url: needed in webhook mode")
-        s.set("telegram", "webhook_url", url)
         s.set("http", "enabled", True)
         if not s.secret_now("TELEGRAM_WEBHOOK_SECRET"):
             s.set_secret("TELEGRAM_WEBHOOK_SECRET", secrets.token_urlsafe(32))
@@ -211,14 +225,10 @@ def _ask_slack(s: Setup) -> None:
         "\nSlack: create the app from a manifest first — `iris slack manifest` prints it — then "
         "install it to your workspace and copy its tokens."
     )
-    mode = s.ask.ask(
+    mode = s.setting(
         "Slack mode (socket needs no public URL; http does)",
-        flag="--slack-mode",
-        given=s.args.slack_mode,
-        current=str(s.now("slack", "mode", "socket")),
-        validate=checks.choice("socket", "http"),
-    )
-    s.set("slack", "mode", mode)
+        "--slack-mode", ("slack", "mode"), "socket", checks.choice("socket", "http"),
+    )  # fmt: skip
     if mode == "http":
         s.set("http", "enabled", True)
     while True:
@@ -267,14 +277,7 @@ def _ask_model(s: Setup) -> None:
         "\nThe model: an Anthropic API key (console.anthropic.com). Without one Iris runs, "
         "and chat messages get a 'no model configured' notice."
     )
-    model = s.ask.ask(
-        "Model id",
-        flag="--model",
-        given=s.args.model,
-        current=str(s.now("llm", "model", "claude-sonnet-5-5")),
-        validate=checks.present,
-    )
-    s.set("llm", "model", model)
+    model = s.setting("Model id", "--model", ("llm", "model"), "claude-sonnet-5-5", checks.present)
     while True:
         key = s.ask.ask(
             "Anthropic API key (Enter to skip)",
@@ -298,30 +301,15 @@ def _ask_people(s: Setup) -> None:
         "\nWho may use Iris. Ids are <channel>:<user id>; a stranger who writes to Iris is "
         "told theirs, with a pairing code an admin can approve: /admin allow CODE."
     )
-    admins = s.ask.ask(
-        "Admins (comma-separated, or none)",
-        flag="--admins",
-        given=s.args.admins,
-        current=",".join(s.now("auth", "admins", [])) or "none",
-        validate=checks.ids(wildcards=False),
-    )
-    s.set("auth", "admins", checks.split(admins))
-    allow = s.ask.ask(
+    s.people("Admins (comma-separated, or none)", "--admins", "admins", checks.ids(wildcards=False))
+    s.people(
         "Allowed users (comma-separated; telegram:* lets everyone on Telegram in; or none)",
-        flag="--allow",
-        given=s.args.allow,
-        current=",".join(s.now("auth", "allow", [])) or "none",
-        validate=checks.ids(wildcards=True),
-    )
-    s.set("auth", "allow", checks.split(allow))
-    zone = s.ask.ask(
+        "--allow", "allow", checks.ids(wildcards=True),
+    )  # fmt: skip
+    s.setting(
         "Default time zone for users (they can set their own with /tz)",
-        flag="--timezone",
-        given=s.args.timezone,
-        current=str(s.now("proactive", "default_timezone", "UTC")),
-        validate=checks.timezone,
-    )
-    s.set("proactive", "default_timezone", zone)
+        "--timezone", ("proactive", "default_timezone"), "UTC", checks.timezone,
+    )  # fmt: skip
 
 
 def _validate(s: Setup, config_text: str) -> list[str]:

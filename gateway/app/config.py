@@ -39,6 +39,8 @@ from gateway.core.errors import ConfigError
 from gateway.features.settings import Section
 from gateway.knowledge.settings import KnowledgeSection
 from gateway.limits.settings import LimitsSection
+from gateway.subscriptions.settings import SubscriptionsSection
+from gateway.suggestions.settings import SuggestionsSection
 from proactive.settings import ProactiveSection
 
 DEFAULT_CONFIG_FILE = Path("config.toml")
@@ -51,6 +53,16 @@ _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("iris_config_env", d
 class VaultSection(Section):
     path: Path = Path("iris.db")
     busy_timeout_ms: int = Field(5000, ge=0)
+    # Empty: the SQLite file at `path`. A `postgresql://user:password@host/db` URL: that
+    # PostgreSQL database instead (the `postgres` extra).
+    url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be empty (SQLite at `path`) or a postgresql:// URL")
+        return value
 
 
 class LLMSection(Section):
@@ -176,6 +188,8 @@ class Settings(BaseSettings):
     proactive: ProactiveSection = ProactiveSection()
     analyzer: AnalyzerSection = AnalyzerSection()
     limits: LimitsSection = LimitsSection()
+    subscriptions: SubscriptionsSection = SubscriptionsSection()
+    suggestions: SuggestionsSection = SuggestionsSection()
     log: LogSection = LogSection()
 
     @classmethod

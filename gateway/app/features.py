@@ -14,6 +14,8 @@ from gateway.features.contributions import Feature
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.knowledge.local_embedder import open_local_embedder
 from gateway.limits.feature import LimitsFeature
+from gateway.subscriptions.feature import SubscriptionsFeature
+from gateway.suggestions.feature import SuggestionsFeature
 from proactive.feature import ProactiveFeature
 
 
@@ -24,9 +26,28 @@ def default_features(config: Config) -> list[Feature]:
     limits = LimitsFeature(
         s.limits, admins=s.auth.admins, default_timezone=s.proactive.default_timezone
     )
+    # One local model (when the `semantic` extra is installed) for every feature that embeds.
+    embedder = open_local_embedder()
     knowledge = KnowledgeFeature(
         s.context,
         base=(config.source.parent if config.source else Path.cwd()).resolve(),
-        embedder=open_local_embedder(),
+        embedder=embedder,
     )
-    return [limits, AnalyzerFeature(s.analyzer), ProactiveFeature(s.proactive), knowledge]
+    # Suggestions after knowledge: the finder uses its index, retrieval and scope rules.
+    suggestions = SuggestionsFeature(s.suggestions, knowledge)
+    # Subscriptions after both: they watch the rescan and ask the finder.
+    subscriptions = SubscriptionsFeature(
+        s.subscriptions,
+        visible=lambda scope: knowledge.rules.visible(scope),
+        finder=lambda: getattr(suggestions, "finder", None),
+        embedder=knowledge.embedder,
+        watch_documents=lambda listener: knowledge.indexer.changed.append(listener),
+    )
+    return [
+        limits,
+        AnalyzerFeature(s.analyzer, embedder=embedder),
+        ProactiveFeature(s.proactive),
+        knowledge,
+        suggestions,
+        subscriptions,
+    ]

@@ -51,6 +51,7 @@ def _mount_admin_api(app: App, server: HttpServer) -> None:
         clock=app.clock,
         reads=app.contributions.api_reads,
         writes=app.contributions.api_writes,
+        extra=app.contributions.api_routes,
     )
     for method, path, handler in api.routes():
         server.add_aiohttp_route(method, path, handler)

@@ -67,14 +67,27 @@ class Inbound:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Button:
+    """A button under a message. Pressing it comes back as an `Inbound` whose text is
+    `payload` (a command such as `/use 2`), so auth, dedupe and the commands handle it."""
+
+    label: str
+    payload: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Outbound:
-    """One message to send. `idempotency_key` makes a retry of the same send recognisable."""
+    """One message to send. `idempotency_key` makes a retry of the same send recognisable.
+
+    `buttons` are rows of buttons shown under the message where the platform has them (the
+    text must still say how to do the same by typing: other channels drop them)."""
 
     chat: ChatRef
     text: str
     idempotency_key: str
     reply_to: str | None = None
     kind: OutboundKind = OutboundKind.REPLY
+    buttons: tuple[tuple[Button, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,8 @@ every feature one `Contributions`, and then applies what they registered, in one
 - `admin` — `/admin` subcommands; `proactive_ops` — the engine's admin API operations;
 - `route` — HTTP routes on the app's server; `gauge` — `/metrics` gauges read at scrape time;
 - `api_read` — a `GET` endpoint of the admin API (its bearer token, audit and OpenAPI document);
-  `api_write` — a `POST` one, with a validated JSON body;
+  `api_write` — a `POST` one, with a validated JSON body; `api_route` — any method, with path
+  parameters, a validated query and/or body, or a server-sent event stream;
 - `stats` — a section of `/admin stats` and `GET /stats`;
 - `call_guard` — the check every model call passes before it is made (spending limits).
 
@@ -23,9 +24,9 @@ Nothing here writes attributes of `App`: a feature keeps what it built on itself
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -84,6 +85,52 @@ class ApiWrite:
     handler: Callable[[Any], Awaitable[JSON]]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiCall:
+    """What an `ApiRoute` handler gets: its path parameters (each matched its pattern), the
+    validated query and body (None without a model), and the request's headers."""
+
+    params: Mapping[str, str]
+    query: BaseModel | None
+    body: BaseModel | None
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One server-sent event: `id` (what a client resumes from with `Last-Event-ID`) and
+    its `data` (one line of JSON)."""
+
+    id: str
+    data: str
+
+
+# A stream of events; None is a keep-alive comment (it also finds a client that went away).
+EventStream = AsyncGenerator[StreamEvent | None, None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiRoute:
+    """An admin API operation of any method: `path` may hold `{name}` parameters, each
+    matched by its pattern in `params` (422 otherwise); `query` and `body` are validated
+    like every body (422 with field errors). `handler` answers JSON with `status`; a `stream`
+    route answers `text/event-stream` instead, once `stream(call)` returned (it raises
+    `NotFound` before anything is sent). `NotFound` is 404, `WrongState` 409, any other
+    `UserInputError` 400."""
+
+    method: Literal["GET", "POST", "DELETE"]
+    path: str
+    summary: str
+    handler: Callable[[ApiCall], Awaitable[JSON]] | None = None
+    stream: Callable[[ApiCall], Awaitable[EventStream]] | None = None
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
+    status: int = 200
+    response: type[BaseModel] | None = None
+    errors: tuple[int, ...] = (404,)
+
+
 @dataclass(frozen=True, slots=True)
 class Gauge:
     name: str
@@ -133,6 +180,7 @@ class Contributions:
     ops: ProactiveOps | None = None
     api_reads: list[ApiRead] = field(default_factory=list)
     api_writes: list[ApiWrite] = field(default_factory=list)
+    api_routes: list[ApiRoute] = field(default_factory=list)
     guard: CallGuard | None = None
 
     def command(self, *commands: Command) -> None:
@@ -175,6 +223,9 @@ class Contributions:
 
     def api_write(self, write: ApiWrite) -> None:
         self.api_writes.append(write)
+
+    def api_route(self, *routes: ApiRoute) -> None:
+        self.api_routes.extend(routes)
 
     def call_guard(self, guard: CallGuard) -> None:
         if self.guard is not None:

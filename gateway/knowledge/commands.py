@@ -73,7 +73,6 @@ class ContextCommands:
         self.injections = injections
         self.rules = rules
         self.events = events
-        self._refreshed: dict[int, int] = {}  # session -> last /context refresh
 
     def command(self) -> Command:
         return Command(
@@ -120,7 +119,7 @@ class ContextCommands:
     async def refresh(self, call: CommandCall) -> str:
         scope = call.scope
         cooldown = self.provider.cooldown_ms
-        last = self._refreshed.get(scope.session_pk)
+        last = await self.injections.last_request_ms(scope.session_pk)
         if (last is not None and scope.now_ms - last < cooldown) or not (
             await self.provider.refresh_allowed(scope)
         ):
@@ -129,8 +128,7 @@ class ContextCommands:
                 f"{cooldown // 1000} seconds ago; try again in a moment."
             )
         report = await self.indexer.scan(embed=False)  # new vectors come with the rescan
-        self._refreshed[scope.session_pk] = scope.now_ms
-        self.provider.requested[scope.session_pk] = scope.now_ms
+        await self.injections.request_refresh(scope.session_pk, scope.now_ms)
         given = await self.injections.working_set(scope.session_pk)
         live = await self.store.documents(given, self.rules.visible(scope))
         changed = [

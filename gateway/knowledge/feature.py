@@ -1,16 +1,18 @@
 """Team knowledge as a feature: documents indexed from files, injected by relevance under
 refresh policies, audited, and `/context` that tells the truth about it.
 
-It contributes the `documents` context provider (when `[context] documents` names files and
-`knowledge_tokens` > 0), the background rescan, `/context` (every chat), the `context_status`
-model tool, the admin API's `GET`/`POST /context/providers`, and a step that applies the
-providers' stored on/off and priorities before the first turn that needs them. `base` is the
+It contributes the `documents` context provider and the `documents_search` tool (also offered
+to the proactive gate) when `[context] documents` names files and `knowledge_tokens` > 0, the
+background rescan, `/context` (every chat), the `context_status` model tool, the admin API's
+`GET`/`POST /context/providers`, and a step that applies the providers' stored on/off and
+priorities before the first turn that needs them. `base` is the
 folder the document globs are relative to (the config file's); `embedder` is the local model
 when the `semantic` extra is installed, else None (lexical retrieval).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.agent.tools import Tool
 from gateway.core.admin_ops import JSON
 from gateway.core.embedding import Embedder
+from gateway.core.errors import VaultError
 from gateway.core.scope import Scope
 from gateway.features.contributions import ApiRead, ApiWrite, Contributions
 from gateway.knowledge.commands import ContextCommands
@@ -28,12 +31,15 @@ from gateway.knowledge.provider import KnowledgeProvider
 from gateway.knowledge.report import render
 from gateway.knowledge.retrieval import Retriever
 from gateway.knowledge.rules import PathRules
+from gateway.knowledge.search_tool import documents_search_tool
 from gateway.knowledge.settings import KnowledgeSection
 from gateway.turns.turn import Next, Step, Turn
 from vault.audit import AuditLog
 from vault.context_settings import ContextSettings
 from vault.injections import InjectionLog
 from vault.knowledge import KnowledgeStore
+
+log = logging.getLogger(__name__)
 
 STATUS_TOOL = (
     "What context you were given for this request: each source with its tokens, the team "
@@ -105,6 +111,8 @@ class KnowledgeFeature:
         if self.settings.documents and self.settings.knowledge_tokens > 0:
             c.provider(self.provider)
             c.background(self.indexer.run)
+            c.tool(documents_search_tool(store=self.store, retriever=self.retriever,
+                                         indexer=self.indexer, rules=self.rules))  # fmt: skip
         c.command(self.commands.command())
         c.step(self._load_step())
         traces = s.traces
@@ -124,9 +132,22 @@ class KnowledgeFeature:
         )
 
     def _load_step(self) -> Step:
+        """Applies the stored provider settings before the first turn that needs them, and
+        records the documents a request carried once the model has answered it."""
+
         async def load(turn: Turn, nxt: Next) -> None:
             await self.events.ensure_loaded()
-            await nxt(turn)
+            try:
+                await nxt(turn)
+            except BaseException:
+                if turn.scope is not None:
+                    self.provider.abandoned(turn.scope.session_pk)
+                raise
+            if turn.scope is not None:
+                try:
+                    await self.provider.answered(turn.scope.session_pk)
+                except VaultError:  # the reply is out; the audit misses one request
+                    log.exception("could not record the documents given to %s", turn.scope.chat.key)
 
         return load
 

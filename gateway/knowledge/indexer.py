@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ class ScanReport:
     unchanged: int = 0
     retired: int = 0
     skipped: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # paths of the new versions indexed
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,8 @@ class Indexer:
         self._lock = asyncio.Lock()
         self._embedding = asyncio.Lock()
         self._indexed = asyncio.Event()
+        # Told after a scan indexed new versions, with their paths (subscriptions' trigger).
+        self.changed: list[Callable[[Sequence[str]], Awaitable[None]]] = []
         self._scans = 0
         self._reported: dict[str, tuple[int, int, str]] = {}
         self.last_scan_ms: int | None = None
@@ -144,6 +147,11 @@ class Indexer:
             self._indexed.set()
             if report.indexed or report.retired:
                 self.on_change()
+        for listener in self.changed if report.changed else ():
+            try:
+                await listener(report.changed)
+            except Exception:
+                log.exception("knowledge change listener failed")
         if embed and self.embedder is not None and not self._embedding.locked():
             async with self._embedding:
                 if await self._embed(self.embedder):
@@ -189,6 +197,7 @@ class Indexer:
         for start in range(0, len(versions), WRITE_BATCH):
             await self.store.apply(versions=versions[start : start + WRITE_BATCH], now_ms=now)
         report.indexed, report.retired = len(versions), len(retired)
+        report.changed = [v.path for v in versions] if known else []  # not the first index
         if versions or retired:
             log.info("knowledge: %d indexed, %d retired", len(versions), len(retired))
         return report

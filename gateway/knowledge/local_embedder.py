@@ -8,13 +8,16 @@ package all-MiniLM-L6-v2 (English only) for sentence-transformers, which pulls i
 
 The model is loaded on first use and runs in a worker thread, one call at a time (the engine's
 handle is not shared between threads), with one OpenMP thread so the event loop keeps a core.
-Vectors come back as little-endian float32 bytes, L2-normalised by the engine.
+Vectors come back as little-endian float32 bytes, L2-normalised by the engine. The vectors of
+the last few queries are kept (`QUERY_CACHE` texts): a turn's message is embedded by retrieval,
+the analyzer and suggestions alike, and the model call is what costs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +27,9 @@ try:
     AVAILABLE = True
 except ImportError:  # the semantic extra is not installed
     AVAILABLE = False
+
+
+QUERY_CACHE = 256
 
 
 class LocalEmbedder:
@@ -36,6 +42,7 @@ class LocalEmbedder:
         self._threads = threads
         self._engine: Any = None
         self._lock = threading.Lock()
+        self._queries: OrderedDict[str, bytes] = OrderedDict()  # text -> vector, newest last
 
     def _run(self, texts: list[str], query: bool) -> list[bytes]:
         with self._lock:
@@ -47,7 +54,19 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
         if not texts:
             return []
-        return await asyncio.to_thread(self._run, list(texts), query)
+        if not query:
+            return await asyncio.to_thread(self._run, list(texts), query)
+        known = {t: self._queries[t] for t in texts if t in self._queries}
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            found = await asyncio.to_thread(self._run, missing, True)
+            known.update(zip(missing, found, strict=True))
+        for text, vector in known.items():
+            self._queries[text] = vector
+            self._queries.move_to_end(text)
+        while len(self._queries) > QUERY_CACHE:
+            self._queries.popitem(last=False)
+        return [known[t] for t in texts]
 
 
 def open_local_embedder() -> LocalEmbedder | None:

@@ -7,14 +7,18 @@ and refreshed ones are rendered from the index's current version, the others reu
 text given before. Documents whose policy keeps them unchanged for the session go into the
 cacheable system prefix, sorted by path so its bytes repeat between turns; the others follow
 it. The pipeline caps the provider at `[context] knowledge_tokens` (least relevant dropped
-first, the trace says which), and only what made it into the request is recorded as injected
-(`assembled`). A retired document, or one outside this chat's scope, is never given again.
+first, the trace says which). What made it into the request (`assembled`) is recorded as
+injected only once the model has answered the turn (`answered`, from the feature's step); a
+turn whose model call failed records nothing (`abandoned`), so a document it carried is still
+new to the session and its refresh cooldown does not start. A retired document, or one outside
+this chat's scope, is never given again; one retired or changed while a turn uses it is given
+as it was read (the text and hash come from one consistent read of the index).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gateway.agent.context import ContextItem, Phase, Position, estimate_tokens
 from gateway.core.scope import Scope
@@ -96,9 +100,11 @@ class KnowledgeProvider:
         self.budget_tokens = settings.knowledge_tokens
         self.cooldown_ms = int(settings.refresh_cooldown_seconds * 1000)
         self.per_document = max(settings.knowledge_tokens // 2, 1)
-        # session -> when /context refresh asked for on_request documents to be refreshed
-        self.requested: dict[int, int] = {}
-        self._pending: dict[int, dict[str, NewInjection]] = {}
+        # Per session, between assembly and the model's answer: the rows to record, and
+        # whether the request carried out a pending `/context refresh`. Kept for the length of
+        # one turn only (a chat runs one turn at a time); the vault holds everything else.
+        self._building: dict[int, _Building] = {}
+        self._pending: dict[int, _Building] = {}
 
     async def _query(self, scope: Scope) -> str:
         rows = await self.conversations.history(
@@ -109,7 +115,10 @@ class KnowledgeProvider:
 
     async def refresh_allowed(self, scope: Scope) -> bool:
         last = await self.injections.last_refresh_ms(scope.session_pk)
-        return last is None or scope.now_ms - last >= self.cooldown_ms
+        return self._cooled(last, scope.now_ms)
+
+    def _cooled(self, last_refresh_ms: int | None, now_ms: int) -> bool:
+        return last_refresh_ms is None or now_ms - last_refresh_ms >= self.cooldown_ms
 
     async def provide(self, scope: Scope) -> list[ContextItem] | None:
         if self.budget_tokens == 0:
@@ -122,10 +131,11 @@ class KnowledgeProvider:
         for edge in await self.store.edges_from(hits, visible) if hits else []:
             if edge.target not in hits and edge.target not in linked:
                 linked[edge.target] = edge.weight * hits[edge.source].score
-        given = await self.injections.working_set(scope.session_pk)
+        state = await self.injections.session_state(scope.session_pk)
+        given = state.given
         live = {d.id: d for d in await self.store.documents({*hits, *linked, *given}, visible)}
-        allowed = await self.refresh_allowed(scope)
-        requested = scope.session_pk in self.requested
+        allowed = self._cooled(state.last_refresh_ms, scope.now_ms)
+        requested = state.refresh_requested
         items: list[ContextItem] = []
         pending: dict[str, NewInjection] = {}
         for doc in sorted(live.values(), key=lambda d: d.path):
@@ -151,9 +161,9 @@ class KnowledgeProvider:
                 text, version = built
                 pending[f"doc:{doc.id}"] = self._row(scope, doc.id, version, text, decision.reason)
             items.append(self._item(doc, text, version, decision.reason, hit, linked.get(doc.id)))
-        self._pending[scope.session_pk] = pending
-        if allowed:
-            self.requested.pop(scope.session_pk, None)
+        # A pending `/context refresh` is carried out by this request if the cooldown allows
+        # it (cleared when the model answers, not before: a failed call leaves it pending).
+        self._building[scope.session_pk] = _Building(pending, requested and allowed)
         # `live` is in path order: the stable part of the prompt keeps the same bytes.
         stable = [i for i in items if i.position is Position.SYSTEM_STABLE]
         dynamic = sorted(
@@ -211,7 +221,28 @@ class KnowledgeProvider:
         )
 
     async def assembled(self, scope: Scope, items: list[ContextItem]) -> None:
-        """Record as injected only what the request really carries."""
-        pending = self._pending.pop(scope.session_pk, {})
-        rows = [pending[i.key] for i in items if i.key in pending]
-        await self.injections.record(rows)
+        """Keep what the request really carries, to record once the model has answered."""
+        building = self._building.pop(scope.session_pk, None)
+        if building is None:
+            return
+        rows = {k: building.rows[k] for k in (i.key for i in items) if k in building.rows}
+        self._pending[scope.session_pk] = _Building(rows, building.refreshes)
+
+    async def answered(self, session: int) -> None:
+        """The model answered the turn's request: what it carried was injected."""
+        done = self._pending.pop(session, None)
+        if done is not None:
+            await self.injections.record(
+                list(done.rows.values()), refreshed_session=session if done.refreshes else None
+            )
+
+    def abandoned(self, session: int) -> None:
+        """The turn ended without an answer (the model failed, or the turn was stopped)."""
+        self._pending.pop(session, None)
+        self._building.pop(session, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Building:
+    rows: dict[str, NewInjection]  # by item key
+    refreshes: bool  # carries out the session's pending `/context refresh`

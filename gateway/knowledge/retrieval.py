@@ -13,6 +13,7 @@ changed after (bench/knowledge.py).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -45,6 +46,12 @@ MAX_TERMS = 24
 COMMON_SHARE = 0.2
 MIN_TERMS = 2
 CUTOFF_FROM_CHUNKS = 2000
+# A term in more than half of the chunks is always left out on a large index: FTS5's bm25
+# gives it an IDF of 1e-6 (log((N - n + 0.5) / (n + 0.5)) is negative), so it only adds
+# matches scored near zero — which the relative cut would then present as relevant. A message
+# made only of such terms has no lexical match at all.
+USELESS_SHARE = 0.5
+MAX_CACHED_TERMS = 50_000
 
 
 class Mode(StrEnum):
@@ -85,36 +92,48 @@ class Retriever:
         self.embedder = embedder
         self._index: VectorIndex | None = None
         self._generation = -1
+        # The index's chunk count and each term's document frequency, until it changes:
+        # fts5vocab counts a term by walking its whole posting list (~0.5 ms for a common one).
+        self._chunks = -1
+        self._frequency: dict[str, int] = {}
+        self._epoch = 0  # bumped by `invalidate`: counts read before a change are not kept
 
     @property
     def mode(self) -> Mode:
         return Mode.LEXICAL if self.embedder is None else Mode.HYBRID
 
     def invalidate(self) -> None:
-        """The index changed: reload the vectors before the next semantic search."""
+        """The index changed: reload the vectors and term counts before the next search."""
         self._generation = -1
+        self._chunks = -1
+        self._frequency.clear()
+        self._epoch += 1
 
     async def search(
         self, text: str, visible: Collection[str], k: int = 3, mode: Mode | None = None
     ) -> list[Hit]:
         mode = mode or self.mode
-        lexical = await self.lexical(text, visible) if mode is not Mode.SEMANTIC else []
         if mode is Mode.LEXICAL:
-            return lexical[:k]
-        semantic = await self.semantic(text, visible)
+            return (await self.lexical(text, visible))[:k]
         if mode is Mode.SEMANTIC:
-            return semantic[:k]
+            return (await self.semantic(text, visible))[:k]
+        # Both at once: the index is read on the vault's reader thread while the model embeds
+        # the message on its own, so a hybrid search costs about the slower of the two.
+        lexical, semantic = await asyncio.gather(
+            self.lexical(text, visible), self.semantic(text, visible)
+        )
         return self._fuse(lexical, semantic)[:k]
 
     async def lexical(self, text: str, visible: Collection[str]) -> list[Hit]:
         terms = query_terms(text)
-        if len(terms) > MIN_TERMS:
-            total, frequency = await self.store.term_frequencies(terms)
+        if terms:
+            total, frequency = await self.term_frequencies(terms)
             if total >= CUTOFF_FROM_CHUNKS:
                 rarest = sorted(terms, key=lambda t: frequency.get(t, 0))
                 terms = [
                     t for n, t in enumerate(rarest)
-                    if n < MIN_TERMS or frequency.get(t, 0) <= COMMON_SHARE * total
+                    if frequency.get(t, 0) <= USELESS_SHARE * total
+                    and (n < MIN_TERMS or frequency.get(t, 0) <= COMMON_SHARE * total)
                 ]  # fmt: skip
         match = " OR ".join(f'"{w}"' for w in terms)
         rows = await self.store.search(match, visible, limit=60)
@@ -125,6 +144,23 @@ class Retriever:
         return [
             Hit(h.document, h.score / best, h.chunks) for h in hits if h.score >= best * LEXICAL_CUT
         ]
+
+    async def term_frequencies(self, terms: Collection[str]) -> tuple[int, dict[str, int]]:
+        """The index's chunk count and in how many chunks each term occurs (a term absent
+        from the mapping occurs nowhere); kept until the index changes."""
+        if len(self._frequency) > MAX_CACHED_TERMS:
+            self._frequency.clear()
+        missing = [t for t in terms if t not in self._frequency]
+        if not missing and self._chunks >= 0:
+            return self._chunks, self._frequency
+        epoch = self._epoch
+        total, found = await self.store.term_frequencies(missing)
+        fresh = {t: found.get(t, 0) for t in missing}
+        if epoch != self._epoch:  # the index changed meanwhile: keep nothing, count afresh
+            return await self.store.term_frequencies(terms)
+        self._chunks = total
+        self._frequency.update(fresh)
+        return total, self._frequency
 
     async def semantic(self, text: str, visible: Collection[str]) -> list[Hit]:
         if self.embedder is None or not text.strip():

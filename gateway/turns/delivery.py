@@ -19,8 +19,9 @@ background resend (`run()`) sends the row when it is due. A long Retry-After the
 freezes a chat, and many of them never freeze the gateway. Order within a chat holds because a
 new message to a chat that still has an open (pending or sending) row is written `pending`
 behind it (`QUEUED` at once), and the resend only ever sends the first open row of each chat.
-`on_sent` of a queued row is kept in memory and runs when the resend delivers it; after a
-restart the row is still sent, but without it.
+`on_sent` of a queued row is kept in memory (after a restart the row is sent without it); a
+reply's place in the history (`History`) is kept in the row, so it joins its session whichever
+process sends it or settles it `uncertain`.
 
 `deliver_pending()` (proactive sends, whose rows another component writes) keeps its retries
 in place: its caller records the item's outcome from the result.
@@ -52,7 +53,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.ports import Channel, Clock
 from gateway.turns.delivery_health import DeliveryHealth
 from vault.batch import SyncBody
-from vault.outbox import Outbox, OutboxRow, WaitingRow
+from vault.outbox import History, Outbox, OutboxRow, WaitingRow
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +131,16 @@ class Delivery:
         self._wake = asyncio.Event()
 
     async def deliver(
-        self, out: Outbound, *, on_sent: SyncBody[None] | None = None
+        self,
+        out: Outbound,
+        *,
+        on_sent: SyncBody[None] | None = None,
+        history: History | None = None,
     ) -> DeliveryResult:
         """Send `out` (or queue it behind an earlier message to its chat that still waits);
-        `on_sent` runs in the transaction that marks the row sent."""
-        row, behind = await self.outbox.enqueue_in_order(out, self.clock.now_ms())
+        `on_sent` runs in the transaction that marks the row sent; with `history` the text
+        joins that session once sent or uncertain, in this process or the next."""
+        row, behind = await self.outbox.enqueue_in_order(out, self.clock.now_ms(), history)
         if not row.created:
             return DeliveryResult(DeliveryStatus.DUPLICATE, row.id)
         if behind:
@@ -167,7 +173,7 @@ class Delivery:
     async def settle_interrupted(self) -> int:
         """Rows a crash left `sending` may have been delivered: they become uncertain. Rows
         still `pending` from before are the resend's to send."""
-        uncertain = await self.outbox.recover_after_crash()
+        uncertain = await self.outbox.recover_after_crash(self.clock.now_ms())
         if uncertain:
             log.warning(
                 "%d outgoing message(s) were interrupted mid-send: marked uncertain", uncertain
@@ -277,7 +283,9 @@ class Delivery:
                 "outbox #%d to %s: attempt cut off; if under way, marked uncertain",
                 row.id, row.outbound.chat.key,
             )  # fmt: skip
-            self.outbox.mark_uncertain_soon(row.id, "cancelled during the send")
+            self.outbox.mark_uncertain_soon(
+                row.id, "cancelled during the send", self.clock.now_ms()
+            )
             raise
         if result.status is not DeliveryStatus.QUEUED:
             self._queued.discard(row.id)
@@ -378,7 +386,7 @@ class Delivery:
             "outbox #%d to %s may or may not have arrived (not resent): %s",
             row.id, row.outbound.chat.key, reason,
         )  # fmt: skip
-        await self.outbox.mark_uncertain(row.id, reason)
+        await self.outbox.mark_uncertain(row.id, reason, self.clock.now_ms())
         self.health.cannot_deliver(row.outbound.chat.channel, f"a send was uncertain: {reason}")
         return DeliveryResult(DeliveryStatus.UNCERTAIN, row.id)
 

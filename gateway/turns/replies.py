@@ -9,7 +9,9 @@ the background resend delivers it.
 
 The typing indicator is best effort and never costs the reply anything: the channel gives
 it its own small budget of connections (see the Telegram channel), and stopping it only
-stops the refresh loop.
+stops the refresh loop. It is first sent only once a turn has taken `TYPING_DELAY_S`: most
+replies are ready sooner, and for them the indicator would be a second platform call per
+message that the user never sees (the largest cost a turn added to the libraries underneath).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -25,15 +26,17 @@ from gateway.agent.context import estimate_tokens
 from gateway.core.messages import ChatRef, Inbound, Outbound, OutboundKind
 from gateway.core.ports import Channel, Clock
 from gateway.turns.commands import Hint
-from gateway.turns.delivery import Delivery, DeliveryResult, DeliveryStatus
-from vault.conversations import Conversations, insert_message
+from gateway.turns.delivery import Delivery, DeliveryResult
+from vault.conversations import Conversations
+from vault.outbox import History
 
 if TYPE_CHECKING:
     from gateway.turns.turn import Turn
 
 log = logging.getLogger(__name__)
 
-TYPING_REFRESH_S = 4.0
+TYPING_DELAY_S = 0.5  # a reply ready sooner is not announced by a typing indicator
+TYPING_REFRESH_S = 4.0  # platforms show the indicator for about 5 s
 
 
 def default_hint(command: str) -> str:
@@ -81,39 +84,23 @@ class Replier:
             kind=out_kind,
         )
         recorded = turn.recorded
-        tokens = estimate_tokens(text)
-        record = None
+        history = None
         if recorded is not None:
-            # The reply enters the history in the transaction that marks it sent: the
-            # model's history always matches what the user saw.
-            def record(raw: sqlite3.Connection) -> None:
-                insert_message(
-                    raw,
-                    session=recorded.session_pk,
-                    chat=recorded.chat_pk,
-                    user=None,
-                    role="assistant",
-                    kind=kind,
-                    text=text,
-                    tokens=tokens,
-                    now_ms=self.clock.now_ms(),
-                )
-
-        result = await self.delivery.deliver(out, on_sent=record)
-        if recorded is not None and result.status is DeliveryStatus.UNCERTAIN:  # may have been seen
-            await self.conversations.record_reply(
+            # The row carries where its text joins the history: it does when the row is sent
+            # or turns uncertain (the user may have seen it), in this process or the next —
+            # the model's history always matches what the user saw.
+            history = History(
                 session=recorded.session_pk,
                 chat=recorded.chat_pk,
                 kind=kind,
-                text=text,
-                tokens=tokens,
-                now_ms=self.clock.now_ms(),
+                tokens=estimate_tokens(text),
             )
-        return result
+        return await self.delivery.deliver(out, history=history)
 
     @contextlib.asynccontextmanager
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        """Keep the typing indicator alive while the body runs; always stop it."""
+        """Keep the typing indicator alive while the body runs, from `TYPING_DELAY_S` on;
+        always stop it."""
         channel = self.channels.get(chat.channel)
         if channel is None:
             yield
@@ -127,6 +114,7 @@ class Replier:
                 await asyncio.wait([task])  # waits without re-raising the task's cancellation
 
     async def _keep_typing(self, channel: Channel, chat: ChatRef) -> None:
+        await self.clock.sleep(TYPING_DELAY_S)
         while True:
             try:
                 await channel.typing(chat)

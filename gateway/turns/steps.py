@@ -7,6 +7,7 @@ Delivery happens inside the steps that answer, through the `Replier`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -211,6 +212,8 @@ def agent_step(agent: Agent, replier: Replier) -> Step:
         assert turn.scope is not None, "the record step must run before the agent"
         async with replier.typing(turn.inbound.chat):
             reply = await agent.respond(turn.scope)
+            if turn.before_reply:
+                await asyncio.wait(turn.before_reply)
         await replier.send(turn, reply.text + (turn.suggestion or ""))
         await nxt(turn)
 

@@ -9,8 +9,9 @@ none of them needs the scheduler to get a type.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.core.messages import Inbound
 from gateway.core.scope import Scope
@@ -27,6 +28,9 @@ class Turn:
     recorded: Recorded | None = None
     scope: Scope | None = None
     suggestion: str | None = None
+    # Work started by a step that may still add to the reply (the analyzer's tip): it runs
+    # while the model answers, and the reply waits for what is left of it before it is sent.
+    before_reply: list[asyncio.Task[None]] = field(default_factory=list)
     replies: int = 0
     # Saved before a restart and handed over again (`gateway/turns/intake.py`); `resumed`
     # once the record step found it recorded but not answered.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.core.errors import VaultError
 from tests.fakes import MemoryChannel
 from tests.proactive.support import BlockingChannel, FileChannel, Locks, harness
 from vault.proactive.store import Item
@@ -100,6 +101,19 @@ async def test_sigkill_mid_tick_then_restart(tmp_path: Path) -> None:
         assert after[:3] == before
 
 
+class _FailingRenewals:
+    """The engine's store, but renewing a lease fails."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def renew(self, *args: object) -> None:
+        raise VaultError("database is locked")
+
+
 async def test_a_hung_run_whose_lease_expired_cannot_send_after_the_take_over(
     tmp_path: Path,
 ) -> None:
@@ -114,7 +128,11 @@ async def test_a_hung_run_whose_lease_expired_cannot_send_after_the_take_over(
                 hung.set()
                 await release.wait()
 
-        slow = asyncio.create_task(h.engine("slow", probe=probe).tick())
+        slow_engine = h.engine("slow", probe=probe)
+        # A live run renews its leases; this one's renewals fail (a stalled vault, a blocked
+        # loop), so its lease runs out while it still means to send.
+        slow_engine.store = _FailingRenewals(h.store)  # type: ignore[assignment]
+        slow = asyncio.create_task(slow_engine.tick())
         await hung.wait()
         h.clock.advance(h.config.lease_ms / 1000 + 1)
         # Another process: its own chat locks (the hung run holds this one's).

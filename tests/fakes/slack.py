@@ -3,7 +3,8 @@ see it), plus helpers to sign requests into our `/slack/events` route like Slack
 
 `FakeSlackAPI` answers `auth.test` (or a scripted error), `chat.postMessage` (recording each
 post; `rate_limit(n)` answers the next n posts with 429 + Retry-After) and a `/respond/<id>`
-endpoint that stands in for slash commands' response_url.
+endpoint that stands in for slash commands' response_url. `action_body` is the interactivity
+request of a click on a button of a posted message (`buttons_of` lists a post's buttons).
 """
 
 from __future__ import annotations
@@ -189,3 +190,48 @@ def command_body(text: str, *, response_url: str, user: str = "U1", channel: str
             "response_url": response_url,
         }
     )
+
+
+def buttons_of(post: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a chat.postMessage payload, in order."""
+    blocks = post.get("blocks") or []
+    if isinstance(blocks, str):  # form-encoded posts carry blocks as JSON text
+        blocks = json.loads(blocks)
+    return [e for b in blocks if b.get("type") == "actions" for e in b["elements"]]
+
+
+def action_body(
+    button: dict[str, Any],
+    *,
+    user: str = "U1",
+    channel: str = "D1",
+    message_ts: str = "1767225700.000002",
+    thread_ts: str | None = None,
+) -> str:
+    """The form-encoded `block_actions` request Slack sends when `button` is clicked."""
+    container: dict[str, Any] = {"type": "message", "message_ts": message_ts,
+                                 "channel_id": channel, "is_ephemeral": False}  # fmt: skip
+    if thread_ts:
+        container["thread_ts"] = thread_ts
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": "ada", "team_id": "T1"},
+        "api_app_id": "A1",
+        "token": "legacy",
+        "container": container,
+        "trigger_id": f"trig-{time.monotonic_ns()}",
+        "team": {"id": "T1", "domain": "example"},
+        "channel": {"id": channel, "name": "directmessage"},
+        "message": {"type": "message", "ts": message_ts, "text": "Possibly useful here:"},
+        "actions": [
+            {
+                "type": "button",
+                "action_id": button["action_id"],
+                "block_id": "b1",
+                "text": button["text"],
+                "value": button["value"],
+                "action_ts": "1767225800.000100",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})

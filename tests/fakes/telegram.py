@@ -4,8 +4,9 @@
 open until something is queued, like the real server), sendMessage (with scripted failures:
 429, can't-parse, 403, ...; or `send_errors`, httpx errors the client meets before the request
 reaches the API: a pool timeout, a refused connect, a read timeout), sendChatAction,
-setMyCommands, setWebhook and deleteWebhook.
-`sent` holds every sendMessage that succeeded, as the form fields PTB sent.
+setMyCommands, setWebhook, deleteWebhook and answerCallbackQuery (kept in `answers`).
+`sent` holds every sendMessage that succeeded, as the form fields PTB sent (an inline keyboard
+is the JSON text of `reply_markup`). `callback_update` is a press on one of the bot's buttons.
 """
 
 from __future__ import annotations
@@ -86,6 +87,43 @@ def message_update(
     }
 
 
+_query_ids = itertools.count(9_000_000)
+
+
+def callback_update(
+    data: str,
+    *,
+    user_id: int = 42,
+    chat_id: int | None = None,
+    chat_type: str = "private",
+    message_id: int = 5000,
+    from_bot: bool = False,
+    query_id: str | None = None,
+) -> dict[str, Any]:
+    """A Bot API `Update` with a callback query: a press on a button of the bot's message."""
+    chat_id = chat_id if chat_id is not None else user_id
+    query: dict[str, Any] = {
+        "id": query_id if query_id is not None else str(next(_query_ids)),
+        "from": {"id": user_id, "is_bot": from_bot, "first_name": "Ada"},
+        "chat_instance": f"instance-{chat_id}",
+        "message": {
+            "message_id": message_id,
+            "date": 1_767_225_700,
+            "chat": {"id": chat_id, "type": chat_type},
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Iris", "username": BOT_USERNAME},
+            "text": "Possibly useful here:",
+        },
+        "data": data,
+    }
+    return {"update_id": next(_update_ids), "callback_query": query}
+
+
+def buttons_of(sent: dict[str, str]) -> list[list[dict[str, str]]]:
+    """The inline keyboard of a sent message: rows of {text, callback_data}."""
+    markup = sent.get("reply_markup")
+    return json.loads(markup)["inline_keyboard"] if markup else []
+
+
 def mention(text: str, handle: str = f"@{BOT_USERNAME}") -> list[dict[str, Any]]:
     at = text.index(handle)
     return [{"type": "mention", "offset": at, "length": len(handle)}]
@@ -105,6 +143,7 @@ class FakeBotAPI:
         self.updates_response: httpx.Response | None = None
         self.updates_errors: deque[httpx.Response] = deque()  # answered once each, first
         self.offsets: list[str | None] = []  # the offset each getUpdates confirmed up to
+        self.answers: list[dict[str, str]] = []  # answerCallbackQuery calls
         self._changed = asyncio.Condition()
         self._ids = itertools.count(5000)
         prefix = f"{base}{token}/"
@@ -154,9 +193,17 @@ class FakeBotAPI:
         if method == "setMyCommands":
             self.commands = json.loads(fields(request)["commands"])
             return ok(True)
+        if method == "answerCallbackQuery":
+            self.answers.append(fields(request))
+            return ok(True)
         if method in ("sendChatAction", "setWebhook", "deleteWebhook"):
             return ok(True)
         return error(404, "Not Found")
+
+    async def wait_answers(self, count: int) -> list[dict[str, str]]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.answers) >= count), 5)
+        return self.answers
 
     async def wait_polls(self, count: int) -> None:
         """Until `count` getUpdates calls arrived: the batches before the last are handed over."""

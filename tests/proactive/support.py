@@ -18,7 +18,8 @@ from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.messages import ChatKind, Outbound, SentReceipt
 from gateway.turns.delivery import Delivery
 from proactive.engine import Engine, EngineConfig
-from proactive.execute import Executor, Probe, no_probe
+from proactive.execute import Executor, no_probe
+from proactive.gate_run import Probe
 from proactive.policy import PolicyConfig
 from proactive.tools import ProactiveTools
 from tests.fakes import FakeLLM, MemoryChannel, inbound

@@ -108,3 +108,6 @@ def test_percentile_and_the_html_of_an_empty_run() -> None:
     page = render_html(report)
     assert page.count("<svg") == 5
     assert "n/a" in page
+    for key in ("max_sends_per_user_hour", "min_gap_minutes_per_user",
+                "first_hour_after_quiet_share", "max_local_hour_share"):  # fmt: skip
+        assert f"<code>{key}</code>" in page, key

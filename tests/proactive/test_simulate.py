@@ -6,13 +6,18 @@ from __future__ import annotations
 import html
 import io
 import json
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.app.cli import main
+from proactive import policy, simulate
 from proactive.settings import ProactiveSection
 from proactive.sim_cli import TerminalProgress, run_simulation
+from proactive.sim_report import Send, build_report
+from vault.db import Vault
 
 REQUIRED = {
     "users", "days", "intents", "triggers", "quiet_hour_violations", "quota_violations",
@@ -110,9 +115,11 @@ async def test_progress_shows_on_a_terminal_only() -> None:
     drawn = err.getvalue()
     assert "simulating [" in drawn and "100%" in drawn and "simulated in" in drawn
     assert "simulating" not in out.getvalue()
-    for as_json, out, err in ((True, Terminal(), Terminal()), (False, io.StringIO(), Terminal())):
+    quiet: list[tuple[bool, io.StringIO]] = [(True, Terminal()), (False, io.StringIO())]
+    for as_json, report_out in quiet:
+        err = Terminal()
         await run_simulation(section, users=3, days=1, seed=1, as_json=as_json, html_path=None,
-                             out=out, err=err)  # fmt: skip
+                             out=report_out, err=err)  # fmt: skip
         assert err.getvalue() == ""  # --json, or output piped: no bar
 
 
@@ -123,3 +130,44 @@ def test_progress_bar_redraws_only_when_the_percentage_moves() -> None:
         bar(done * 86_400, 1000 * 86_400)  # a thousand calls over one simulated day
     assert err.getvalue().count("\r") == 101
     assert "[##########] 100%" in err.getvalue()
+
+
+def test_the_independent_check_catches_a_bug_in_the_policys_time_helpers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the policy's local-time helper broken (every zone read as UTC), the engine sends in
+    the users' quiet hours; the report's own zoneinfo arithmetic counts them, where a check
+    built on the policy's helpers would agree with the bug and count none."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(policy, "_DAYS", {})  # the helper's day cache, kept apart from the bug
+    monkeypatch.setattr(policy, "local", lambda ms, zone: datetime.fromtimestamp(ms / 1000, UTC))
+    code, out = run(capsys, "--users", "48", "--days", "3", "--seed", "3", "--json")
+    report = json.loads(out)
+    assert report["quiet_hour_violations"] > 0
+    assert sum(report["sends_per_local_hour"]["gated"][h] for h in (22, 23, 0, 1, 2, 3)) > 0
+    assert code == 1  # the command fails when the check counts a violation
+
+
+def test_a_send_injected_into_the_raw_log_is_counted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spacing is enforced twice in the engine (policy and delivery transaction), so no
+    engine bug gets one through; the check still reads the raw log: a check-in sent again a
+    minute later is a duplicate, a spacing violation and a 1-minute gap."""
+    monkeypatch.chdir(tmp_path)
+    real = build_report
+
+    async def injected(vault: Vault, *, sends: list[Send], **kw: Any) -> dict[str, Any]:
+        first = next(s for s in sends if s.key.startswith("proactive:trigger:"))
+        return await real(vault, sends=[*sends, Send(first.at_ms + 60_000, first.key)], **kw)
+
+    args = ("--users", "48", "--days", "3", "--seed", "3", "--json")
+    clean = json.loads(run(capsys, *args)[1])
+    monkeypatch.setattr(simulate, "build_report", injected)
+    code, out = run(capsys, *args)
+    report = json.loads(out)
+    assert (clean["duplicates"], clean["spacing_violations"]) == (0, 0)
+    assert (report["duplicates"], report["spacing_violations"]) == (1, 1)
+    assert report["min_gap_minutes_per_user"]["min"] == 1
+    assert report["max_gated_sends_per_user_hour"] == 2
+    assert code == 1

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from pathlib import Path
 
 from tests.fakes import inbound
+from tests.vault.conftest import MakeVault
 from vault.conversations import Conversations, insert_message
-from vault.db import Vault
 from vault.history import RecentHistory, StoredMessage, Window
 from vault.migrations import migrate
 
@@ -18,10 +17,10 @@ def message(n: int, text: str = "x") -> StoredMessage:
 
 
 async def test_incremental_reads_match_a_full_read_through_a_mixed_session(
-    tmp_path: Path,
+    make_vault: MakeVault,
 ) -> None:
     rng = random.Random(7)
-    async with Vault(tmp_path / "h.db") as vault:
+    async with make_vault() as vault:
         await migrate(vault)
         cached = Conversations(vault)
         first = await cached.record_inbound(inbound("hello"), kind="chat", tokens=1, now_ms=1)
@@ -56,8 +55,8 @@ async def test_incremental_reads_match_a_full_read_through_a_mixed_session(
         assert older == await Conversations(vault).history(session, limit=5, before_id=10)
 
 
-async def test_an_unbounded_read_always_sees_the_latest_messages(tmp_path: Path) -> None:
-    async with Vault(tmp_path / "h.db") as vault:
+async def test_an_unbounded_read_always_sees_the_latest_messages(make_vault: MakeVault) -> None:
+    async with make_vault() as vault:
         await migrate(vault)
         conversations = Conversations(vault)
         first = await conversations.record_inbound(inbound("a"), kind="chat", tokens=1, now_ms=1)

@@ -5,11 +5,11 @@ staleness reads."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from tests.fakes import inbound
+from tests.vault.conftest import MakeVault
 from vault.conversations import Conversations
 from vault.db import Vault
 from vault.injections import InjectionLog, NewInjection
@@ -18,8 +18,8 @@ from vault.migrations import migrate
 
 
 @pytest.fixture
-async def vault(tmp_path: Path) -> AsyncIterator[Vault]:
-    async with Vault(tmp_path / "k.db") as v:
+async def vault(make_vault: MakeVault) -> AsyncIterator[Vault]:
+    async with make_vault() as v:
         await migrate(v)
         yield v
 

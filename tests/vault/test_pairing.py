@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from vault.db import Vault
+from tests.vault.conftest import MakeVault
 from vault.migrations import migrate
 from vault.pairing import (
     CODE_ALPHABET,
@@ -15,8 +13,10 @@ from vault.pairing import (
 )
 
 
-async def test_codes_are_reused_expire_and_are_spent_by_a_decision(tmp_path: Path) -> None:
-    async with Vault(tmp_path / "v.db") as vault:
+async def test_codes_are_reused_expire_and_are_spent_by_a_decision(
+    make_vault: MakeVault,
+) -> None:
+    async with make_vault() as vault:
         await migrate(vault)
         store = AccessStore(vault, code_ttl_ms=1000)
         first = await store.code_for("telegram", "42", "Ann", now_ms=0)

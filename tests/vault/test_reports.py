@@ -12,7 +12,9 @@ import pytest
 
 from gateway.core.messages import UserRef
 from tests.fakes import inbound
+from tests.vault.conftest import MakeVault
 from vault.analyzer import AnalyzerStore, Event, EventKind
+from vault.backend import vault_for
 from vault.conversations import Conversations
 from vault.db import Vault
 from vault.migrations import migrate
@@ -20,8 +22,8 @@ from vault.reports import MessageCount, Reports
 
 
 @pytest.fixture
-async def vault(tmp_path: Path) -> AsyncIterator[Vault]:
-    async with Vault(tmp_path / "reports.db") as opened:
+async def vault(make_vault: MakeVault) -> AsyncIterator[Vault]:
+    async with make_vault() as opened:
         await migrate(opened)
         yield opened
 
@@ -101,7 +103,21 @@ async def test_message_counts_by_channel_and_role_since_a_time(vault: Vault) -> 
     assert await Reports(vault).message_counts(since_ms=10_000) == []
 
 
-async def test_vault_bytes_is_the_pages_in_use(vault: Vault) -> None:
+async def test_vault_bytes_is_the_pages_in_use(tmp_path: Path) -> None:
+    async with Vault(tmp_path / "bytes.db") as vault:
+        await migrate(vault)
+        await _pages_in_use(vault)
+
+
+async def test_vault_bytes_on_postgresql_is_the_database_size(pg_url: str) -> None:
+    async with vault_for(Path("unused"), pg_url) as vault:
+        await migrate(vault)
+        size = await Reports(vault).vault_bytes()
+        assert size > 0
+        assert size == await vault.scalar("SELECT pg_database_size(current_database())")
+
+
+async def _pages_in_use(vault: Vault) -> None:
     page_size = int(await vault.scalar("PRAGMA page_size"))
     before = await Reports(vault).vault_bytes()
     assert before == int(await vault.scalar("PRAGMA page_count")) * page_size

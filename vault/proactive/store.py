@@ -42,6 +42,7 @@ from vault.proactive.tx import (
     complete_in,
     expire_stale_in,
     finish_in,
+    renew_in,
     reschedule_in,
     send_times_in,
     sends_since_in,
@@ -295,6 +296,15 @@ class ProactiveStore:
                 for r in rows
             ]
         return found
+
+    async def renew(self, items: list[Item], token: str, lease_until: int) -> int:
+        """Extend the lease of the rows among `items` that `token` still holds (the engine
+        renews what a tick holds while it runs, so a short lease never expires under a live
+        run); rows finished, released or taken over are left alone."""
+        held = list(items)
+        if not held:
+            return 0
+        return await self.vault.run(lambda raw: renew_in(raw, held, token, lease_until))
 
     async def take_over(self, item: Item, token: str, lease_until: int, now_ms: int) -> Item | None:
         """Re-lease a `delivering` row whose lease expired; the new claim guards its finish."""

@@ -247,6 +247,23 @@ def complete_in(
     return True
 
 
+def renew_in(raw: sqlite3.Connection, items: Iterable[Item], token: str, lease_until: int) -> int:
+    """Extend the lease of the rows among `items` still held by `token` (pending or delivering,
+    not yet finished, released or taken over); how many were renewed."""
+    renewed = 0
+    for source, table in TABLES.items():
+        ids = sorted({i.id for i in items if i.source == source})
+        for at in range(0, len(ids), 500):
+            chunk = ids[at : at + 500]
+            renewed += raw.execute(
+                f"""UPDATE {table} SET lease_until = ?
+                    WHERE id IN ({",".join("?" * len(chunk))}) AND claim = ?
+                      AND status IN ('pending', 'delivering') AND lease_until IS NOT NULL""",
+                (lease_until, *chunk, token),
+            ).rowcount
+    return renewed
+
+
 def take_over_in(
     raw: sqlite3.Connection, item: Item, token: str, lease_until: int, now_ms: int
 ) -> bool:

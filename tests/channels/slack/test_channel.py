@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlencode
@@ -19,12 +20,14 @@ from gateway.core.errors import (
     FatalChannelError,
     VaultError,
 )
-from gateway.core.messages import ChatRef, Outbound, WebRequest, WebResponse
+from gateway.core.messages import Button, ChatRef, Outbound, WebRequest, WebResponse
 from tests.fakes import Inbox
 from tests.fakes.slack import (
     BOT_TOKEN,
     SIGNING_SECRET,
     FakeSlackAPI,
+    action_body,
+    buttons_of,
     command_body,
     dm_event,
     event_body,
@@ -248,16 +251,34 @@ async def test_socket_mode_receives_acks_and_reports_health(fake: FakeSlackAPI) 
 
 
 async def test_events_before_the_channel_runs_are_not_acked_so_slack_redelivers(
-    fake: FakeSlackAPI,
+    fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
     channel = make_channel(fake)
-    body = event_body(dm_event("too early"))
-    response = await post(channel, body, signed_headers(body, content_type=JSON))
-    assert response.status >= 500
-    command = command_body("clear", response_url=f"{fake.url}/respond/1")
-    response = await post(channel, command, signed_headers(command, content_type=FORM))
-    assert response.status == 200
-    assert "starting up" in response.body
+    body = event_body(dm_event("too early"), event_id="EvEarly")
+    headers = signed_headers(body, content_type=JSON)
+    with caplog.at_level(logging.INFO, logger="channels.slack.channel"):
+        for retry in (None, 1):  # a retry that is still early gets the same answer
+            response = await post(channel, body, headers, retry=retry)
+            assert response.status == 503  # "retry later", not a server error
+            assert response.headers["Retry-After"].isdigit()
+            assert json.loads(response.body) == {"error": "starting up, retry later"}
+        early = [r for r in caplog.records if "before the channel is running" in r.message]
+        assert len(early) == 1 and early[0].exc_info is None  # once, and no traceback
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        command = command_body("clear", response_url=f"{fake.url}/respond/1")
+        response = await post(channel, command, signed_headers(command, content_type=FORM))
+        assert response.status == 200
+        assert "starting up" in response.body
+        # Running now: Slack's next retry is taken.
+        inbox = Inbox()
+        task = asyncio.create_task(channel.run(inbox))
+        try:
+            await asyncio.wait_for(channel.started.wait(), 5)
+            assert (await post(channel, body, headers, retry=2)).status == 200
+            assert [i.text for i in await inbox.wait(1)] == ["too early"]
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
 
 
 async def test_interactive_payloads_are_acked(running: tuple[SlackChannel, Inbox]) -> None:
@@ -276,13 +297,48 @@ async def test_interactive_payloads_are_acked(running: tuple[SlackChannel, Inbox
 
 
 async def test_an_event_is_saved_before_it_is_acked(
-    running: tuple[SlackChannel, Inbox],
+    running: tuple[SlackChannel, Inbox], caplog: pytest.LogCaptureFixture
 ) -> None:
     channel, inbox = running
-    inbox.fail_with.append(VaultError("disk full"))
+    inbox.fail_with.extend([VaultError("disk full"), VaultError("disk full")])
     body = event_body(dm_event("keep me"), event_id="EvSave")
     headers = signed_headers(body, content_type=JSON)
-    assert (await post(channel, body, headers)).status >= 500  # not acked: Slack redelivers
-    assert inbox.items == []
-    assert (await post(channel, body, headers, retry=1)).status == 200
+    with caplog.at_level(logging.INFO):
+        for retry in (None, 1):  # not acked: Slack redelivers
+            response = await post(channel, body, headers, retry=retry)
+            assert response.status == 503
+            assert response.headers["Retry-After"].isdigit()
+        assert inbox.items == []
+        failures = [r for r in caplog.records if "could not take an event" in r.message]
+        assert len(failures) == 1  # logged once, not per redelivery
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert (await post(channel, body, headers, retry=2)).status == 200
     assert [i.text for i in await inbox.wait(1)] == ["keep me"]
+
+
+async def test_a_click_is_saved_before_it_is_acked(running: tuple[SlackChannel, Inbox]) -> None:
+    channel, inbox = running
+    use = {"action_id": "iris_button_1", "text": {"type": "plain_text", "text": "Use 1"}}
+    body = action_body({**use, "value": "/use 1"})
+    headers = signed_headers(body, content_type=FORM)
+    inbox.fail_with.append(VaultError("disk full"))
+    assert (await post(channel, body, headers)).status == 503  # not taken: the click failed
+    assert (await post(channel, body, headers)).status == 200
+    assert [i.text for i in await inbox.wait(1)] == ["/use 1"]
+    bad = action_body({**use, "value": "rm -rf"})  # not a command: kept as rejected, acked
+    assert (await post(channel, bad, signed_headers(bad, content_type=FORM))).status == 200
+    assert [r.reason for r in inbox.rejected] == ["untranslatable button (ValueError)"]
+
+
+async def test_buttons_are_block_kit_under_the_last_chunk(fake: FakeSlackAPI) -> None:
+    rows = ((Button(label="Use 1", payload="/use 1"),),)
+    text = ("a" * 3900) + "\n\n" + ("b" * 100)
+    async with make_channel(fake) as channel:
+        await channel.send(Outbound(chat=ChatRef(channel="slack", chat_id="D1"), text=text,
+                                    idempotency_key="k", buttons=rows))  # fmt: skip
+    first, last = fake.posts
+    assert buttons_of(first) == []
+    assert [(b["value"], b["action_id"]) for b in buttons_of(last)] == [("/use 1", "iris_button_1")]
+    assert (
+        last["blocks"][0]["text"]["text"] == last["text"]
+    )  # the text is shown, not only a fallback

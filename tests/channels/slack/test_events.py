@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import parse_qs
 
-from channels.slack.events import SlackIdentity, command_to_inbound, event_to_inbound, reply_chunks
-from gateway.core.messages import ChatKind
+import pytest
+
+from channels.slack.events import (
+    SlackIdentity,
+    action_to_inbound,
+    button_blocks,
+    command_to_inbound,
+    event_to_inbound,
+    reply_chunks,
+)
+from gateway.core.messages import Button, ChatKind
+from tests.fakes.slack import action_body
 
 ME = SlackIdentity(user_id="UBOT", bot_id="BBOT")
 
@@ -139,3 +151,48 @@ def test_slack_markup_in_user_text_becomes_what_they_typed() -> None:
     inbound = event_to_inbound(envelope(dm(text=raw)), ME)
     assert inbound is not None
     assert inbound.text == "see example.com, the docs (https://x.org/a) and #general & a@b.co"
+
+
+def click(value: str, **extra: Any) -> dict[str, Any]:
+    button = {"action_id": "iris_button_1", "text": {"type": "plain_text", "text": "Use 1"}}
+    form = parse_qs(action_body({**button, "value": value}, **extra))
+    payload: dict[str, Any] = json.loads(form["payload"][0])
+    return payload
+
+
+def test_a_click_becomes_the_command_on_its_button() -> None:
+    payload = click("/use 1", user="U1", channel="D1")
+    inbound = action_to_inbound(payload)
+    assert inbound is not None
+    assert (inbound.text, inbound.kind, inbound.chat.key) == ("/use 1", ChatKind.DM, "slack:D1")
+    assert inbound.user.key == "slack:U1"
+    assert inbound.dedupe_keys == (f"slack:action:{payload['trigger_id']}",)
+
+
+def test_a_click_in_a_channel_thread_is_addressed_to_the_bot_there() -> None:
+    inbound = action_to_inbound(click("/dismiss 1", channel="C1", thread_ts="1.5"))
+    assert inbound is not None
+    assert inbound.kind is ChatKind.GROUP and inbound.mentioned
+    assert inbound.chat.key == "slack:C1:1.5"
+
+
+def test_clicks_that_are_not_ours_or_not_commands() -> None:
+    other = click("/use 1")
+    other["actions"][0]["action_id"] = "somebody_else"
+    assert action_to_inbound(other) is None
+    assert action_to_inbound({"type": "block_actions", "actions": []}) is None
+    with pytest.raises(ValueError, match="not a command"):
+        action_to_inbound(click("use 1"))
+
+
+def test_button_blocks_and_their_limits() -> None:
+    rows = (
+        (Button(label="Use 1", payload="/use 1"), Button(label="Dismiss 1", payload="/dismiss 1")),
+    )
+    blocks = button_blocks("text", rows)
+    assert blocks is not None
+    assert blocks[0] == {"type": "section", "text": {"type": "mrkdwn", "text": "text"}}
+    ids = [e["action_id"] for e in blocks[1]["elements"]]
+    assert ids == ["iris_button_1", "iris_button_2"]  # unique within the message
+    assert button_blocks("x" * 3001, rows) is None  # too long for a section: text only
+    assert button_blocks("text", ()) is None

@@ -133,6 +133,12 @@ async def test_the_command_and_interactivity_match_the_listeners() -> None:
         headers={"content-type": ["application/x-www-form-urlencoded"]},
     )
     assert await first_listener(ch, button) is not None
+    ours = {**payload, "actions": [{"action_id": "iris_button_1", "value": "/use 1"}]}
+    use = AsyncBoltRequest(
+        body=urlencode({"payload": json.dumps(ours)}),
+        headers={"content-type": ["application/x-www-form-urlencoded"]},
+    )
+    assert await first_listener(ch, use) == "_on_button"  # Use / Dismiss under suggestions
     assert built["settings"]["interactivity"]["is_enabled"] is True
 
 

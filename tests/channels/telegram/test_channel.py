@@ -11,7 +11,7 @@ import pytest
 import respx
 from telegram.error import InvalidToken
 
-from channels.telegram.channel import TelegramChannel
+from channels.telegram.channel import PRESSED, TelegramChannel
 from gateway.core.errors import (
     ChannelUnavailable,
     ChatUnreachable,
@@ -21,9 +21,17 @@ from gateway.core.errors import (
     FatalChannelError,
     VaultError,
 )
-from gateway.core.messages import ChatRef, CommandInfo, Outbound, WebRequest
+from gateway.core.messages import Button, ChatRef, CommandInfo, Outbound, WebRequest
 from tests.fakes import Inbox
-from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, message_update
+from tests.fakes.telegram import (
+    BASE,
+    TOKEN,
+    FakeBotAPI,
+    buttons_of,
+    callback_update,
+    error,
+    message_update,
+)
 
 CHAT = ChatRef(channel="telegram", chat_id="42")
 
@@ -254,3 +262,52 @@ async def test_webhook_checks_the_secret_and_dispatches(api: FakeBotAPI) -> None
 def test_webhook_mode_without_secret_is_fatal() -> None:
     with pytest.raises(FatalChannelError):
         TelegramChannel(token=TOKEN, base_url=BASE, mode="webhook", webhook_url="https://x")
+
+
+async def test_buttons_go_under_the_last_chunk_only(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    rows = (
+        (Button(label="Use 1", payload="/use 1"), Button(label="Dismiss 1", payload="/dismiss 1")),
+    )
+    text = ("a" * 4000) + "\n\n" + ("b" * 100)
+    await tg.send(Outbound(chat=CHAT, text=text, idempotency_key="k", buttons=rows))
+    assert buttons_of(api.sent[0]) == []
+    assert buttons_of(api.sent[1]) == [
+        [
+            {"text": "Use 1", "callback_data": "/use 1"},
+            {"text": "Dismiss 1", "callback_data": "/dismiss 1"},
+        ]
+    ]
+
+
+async def test_plain_text_fallback_keeps_the_buttons(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    api.send_script.append(error(400, "Bad Request: can't parse entities: unclosed tag"))
+    rows = ((Button(label="Use 1", payload="/use 1"),),)
+    await tg.send(Outbound(chat=CHAT, text="**x**", idempotency_key="k", buttons=rows))
+    assert "parse_mode" not in api.sent[0]
+    assert buttons_of(api.sent[0]) == [[{"text": "Use 1", "callback_data": "/use 1"}]]
+
+
+async def test_a_press_is_saved_before_it_is_answered(api: FakeBotAPI, tg: TelegramChannel) -> None:
+    inbox = Inbox()
+    bad = callback_update("not a command")
+    api.queue_updates(callback_update("/use 1"), bad)
+    task = asyncio.create_task(tg.run(inbox))
+    try:
+        assert [i.text for i in await inbox.wait(1)] == ["/use 1"]
+        answers = await api.wait_answers(2)  # the refused press too: no endless spinner
+        assert [a["text"] for a in answers] == [PRESSED, PRESSED]
+        assert [r.key for r in inbox.rejected] == [f"telegram:update:{bad['update_id']}"]
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
+async def test_a_press_that_cannot_be_saved_is_not_answered(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    inbox = Inbox()
+    inbox.fail_with.append(VaultError("disk full"))
+    api.queue_updates(callback_update("/use 1"))
+    with pytest.raises(ChannelUnavailable):
+        await tg.run(inbox)
+    assert api.answers == []  # Telegram redelivers it; answered once it is saved

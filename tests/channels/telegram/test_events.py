@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from telegram import Update
 
-from channels.telegram.events import BotIdentity, reply_chunks, update_to_inbound
+from channels.telegram.events import BotIdentity, keyboard, reply_chunks, update_to_inbound
 from gateway.core.formatting import utf16_len
-from gateway.core.messages import ChatKind, ChatRef
-from tests.fakes.telegram import BOT_ID, BOT_USERNAME, mention, message_update
+from gateway.core.messages import Button, ChatKind, ChatRef
+from tests.fakes.telegram import BOT_ID, BOT_USERNAME, callback_update, mention, message_update
 
 ME = BotIdentity(user_id=BOT_ID, username=BOT_USERNAME)
 GROUP = {"chat_id": -100, "chat_type": "supergroup"}
@@ -100,3 +101,40 @@ def test_reply_chunks_respect_the_utf16_budget_and_escape_each_chunk() -> None:
         assert utf16_len(plain) <= 4096
         assert "<b>" not in html  # the user's "<b>" is escaped, never a tag
         assert "&lt;b&gt;" in html
+
+
+def test_a_button_press_becomes_the_command_it_names() -> None:
+    data = callback_update("/use 2", user_id=7, query_id="77")
+    inbound = translate(data)
+    assert inbound is not None
+    assert (inbound.text, inbound.kind) == ("/use 2", ChatKind.DM)
+    assert inbound.chat == ChatRef(channel="telegram", chat_id="7")
+    assert inbound.user.key == "telegram:7"
+    assert inbound.message_id == "callback:77"  # never quoted as a message
+    assert inbound.dedupe_keys == (f"telegram:update:{data['update_id']}", "telegram:callback:77")
+
+
+def test_a_press_in_a_group_addresses_the_bot() -> None:
+    inbound = translate(callback_update("/dismiss 1", user_id=7, chat_id=-100, chat_type="group"))
+    assert inbound is not None
+    assert inbound.kind is ChatKind.GROUP
+    assert inbound.mentioned and inbound.reply_to_bot
+
+
+def test_presses_that_are_not_ours_are_ignored_or_refused() -> None:
+    assert translate(callback_update("/use 1", from_bot=True)) is None
+    inline_mode = callback_update("/use 1")
+    del inline_mode["callback_query"]["message"]
+    assert translate(inline_mode) is None
+    for data in ("use 1", "", "/" + "x" * 64):
+        with pytest.raises(ValueError, match="not a command"):
+            translate(callback_update(data))
+
+
+def test_keyboard_rows_and_payloads_too_long_for_telegram() -> None:
+    rows = ((Button(label="Use 1", payload="/use 1"), Button(label="Big", payload="/" + "x" * 64)),)
+    markup = keyboard(rows)
+    assert markup is not None
+    assert [[b.text for b in row] for row in markup.inline_keyboard] == [["Use 1"]]
+    assert keyboard(((Button(label="Big", payload="/" + "x" * 64),),)) is None
+    assert keyboard(()) is None

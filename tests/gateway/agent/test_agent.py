@@ -111,6 +111,8 @@ async def test_request_shape_caching_and_headers(real_app: App, api: FakeAnthrop
         "proactive_list",
         "proactive_quota",
         "proactive_engage",
+        "context_suggest",
+        "suggestion_feedback",
     }
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 

@@ -101,44 +101,55 @@ def test_missing_file_is_a_usage_error(
     assert "cannot read" in err
 
 
-def test_confirm_without_api_key_is_refused(
+def test_confirm_needs_the_live_confirm_model_and_a_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     path = write_cases(tmp_path, [case("a", ["hi"])])
     code, _, err = run_cli([str(path), "--confirm"], tmp_path, monkeypatch, capsys)
     assert code == 2
+    assert "confirm_model" in err  # the same selection as a live chat: none configured
+    (tmp_path / "config.toml").write_text('[analyzer]\nconfirm_model = "claude-haiku-5-5"\n')
+    code, _, err = run_cli([str(path), "--confirm"], tmp_path, monkeypatch, capsys)
+    assert code == 2
     assert "ANTHROPIC_API_KEY" in err
 
 
-async def test_confirm_asks_the_model_only_for_suspected_shifts() -> None:
-    llm = FakeLLM().enqueue_text("continuation")
+# Lexical mode; SHIFT scores 0.0, so with this threshold and band it is "near".
+NEAR = Params(threshold=0.05, confirm_band=0.1)
+
+
+async def confirm_batch(llm: FakeLLM, lines: list[str]) -> list[dict[str, object]]:
     out, err = io.StringIO(), io.StringIO()
-    lines = [case("shift", [*HISTORY, SHIFT]), case("fine", [*HISTORY, "ok thanks"])]
     code = await run_batch(
         lines,
         out,
         err,
-        params=Params(),
+        params=NEAR,
         window=4,
         confirm=(Confirmer(model="cheap", timeout_s=5), llm.complete),
     )
-    results = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert code == 0
+    assert (code, err.getvalue()) == (0, "")
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+async def test_confirm_asks_the_model_only_near_the_threshold() -> None:
+    llm = FakeLLM().enqueue_tool("classify", {"verdict": "continuation"})
+    results = await confirm_batch(
+        llm, [case("shift", [*HISTORY, SHIFT]), case("fine", [*HISTORY, "ok thanks"])]
+    )
     assert [r["suggestion"] for r in results] == ["none", "none"]
     assert len(llm.requests) == 1
-    assert llm.requests[0].model == "cheap"
+    assert (llm.requests[0].model, llm.requests[0].tool_choice) == ("cheap", "classify")
 
 
-async def test_confirm_failure_keeps_the_heuristic() -> None:
-    llm = FakeLLM().enqueue_error()
-    out = io.StringIO()
-    await run_batch(
-        [case("shift", [*HISTORY, SHIFT])],
-        out,
-        io.StringIO(),
-        params=Params(),
-        window=4,
-        confirm=(Confirmer(model="cheap", timeout_s=5), llm.complete),
-    )
-    assert json.loads(out.getvalue())["suggestion"] == "clear"
+async def test_confirm_may_confirm_a_shift() -> None:
+    llm = FakeLLM().enqueue_tool("classify", {"verdict": "topic_shift"})
+    (result,) = await confirm_batch(llm, [case("shift", [*HISTORY, SHIFT])])
+    assert result["suggestion"] == "clear"
+
+
+async def test_confirm_failure_fails_closed() -> None:
+    for llm in (FakeLLM().enqueue_error(), FakeLLM().enqueue_text("topic_shift")):
+        (result,) = await confirm_batch(llm, [case("shift", [*HISTORY, SHIFT])])
+        assert result["suggestion"] == "none"

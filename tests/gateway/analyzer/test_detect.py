@@ -1,18 +1,16 @@
 import pytest
 
 from gateway.analyzer.detect import (
+    Mode,
     Params,
-    Profile,
     advance,
     analyze,
     is_frustrated,
     judge_conversation,
-    keywords,
-    overlap,
-    stems,
-    substance,
 )
-from gateway.analyzer.lexicon import field_key, fields, stem, weight
+from gateway.analyzer.keywords import keywords, overlap, recent_stems
+from gateway.analyzer.lexicon import stem, weight
+from gateway.analyzer.quoting import strip_quoted
 
 SOURDOUGH = [
     ["sourdough", "bread", "weekend"],
@@ -55,6 +53,11 @@ SOURDOUGH = [
         "Ya te dije que no tengo coche",
         "Je t'ai déjà dit que c'est pour lundi",
         "Das habe ich dir doch schon gesagt",
+        # The design document's own examples.
+        "let us start over",
+        "reset everything",
+        "forget that, let me try again",
+        "you're confused",
     ],
 )
 def test_frustration_phrases_are_found(text: str) -> None:
@@ -83,10 +86,32 @@ def test_frustration_phrases_are_found(text: str) -> None:
         "Como já te disse, o carro é de 2019: vale a pena trocar o óleo?",
         "How do I tell a customer that I already told them the price?",
         "",
+        # The same words about the work.
+        "start over the migration from the last checkpoint",
+        "Should I reset everything in the router config or only the DNS part?",
+        # Quoted in every style, or reported without quotes.
+        "My colleague wrote 'you are wrong about the index', is he right?",
+        "The reviewer wrote ‘you are wrong about the index’. Is he right?",
+        "Der Kunde schrieb „Sie hören mir nicht zu“ – wie antworte ich?",
+        "Le client a écrit « tu ne m'écoutes pas », que répondre ?",
+        "The note said ‚forget it‘, what did it mean?",
+        "The label reads 「you are confused」, is that a translation error?",
+        "```\nassert msg == 'you are wrong'\n```\nwhy does this fail?",
+        "My colleague told me that you are wrong about the index.",
+        "The seller keeps saying forget that chart.",
+        "Tom said you're confused about the dates.",
+        "Mein Chef meinte, vergiss das alles.",
     ],
 )
 def test_task_and_quoted_look_alikes_are_not_frustration(text: str) -> None:
     assert not is_frustrated(text)
+
+
+def test_reported_speech_is_blanked_but_the_users_own_words_stay() -> None:
+    assert strip_quoted("He said forget it. You are wrong.").strip().endswith("You are wrong.")
+    assert is_frustrated("He said it works. You're not listening.")
+    assert is_frustrated("You said the opposite yesterday, you are wrong.")
+    assert strip_quoted("I don't think it's right") == "I don't think it's right"
 
 
 def test_keywords_drop_stopwords_and_duplicates_and_casefold() -> None:
@@ -121,67 +146,179 @@ def test_numbers_and_single_letters_are_not_keywords() -> None:
     assert keywords("a 12 b 2024 x") == ()
 
 
+def test_keywords_cut_possessives_elisions_and_keep_units() -> None:
+    assert keywords("my sister's wedding speech") == ("sister", "wedding", "speech")
+    assert keywords("l'entretien d'embauche") == ("entretien", "embauche")
+    assert keywords("16gb and 3.5kg, 2024") == ("gb", "kg")
+
+
 def test_overlap_compares_light_stems() -> None:
-    recent = stems(["migration", "tests", "deploy"])
+    recent = recent_stems([["migration", "tests", "deploy"]])
     assert overlap(["migrate", "testing"], recent) == 1.0
     assert overlap(["banana"], recent) == 0.0
     assert overlap([], recent) == 1.0
 
 
 def test_overlap_denominator_is_capped() -> None:
-    recent = stems(["postgres"])
+    recent = recent_stems([["postgres"]])
     long_message = ["postgres", "a1", "b2", "c3", "d4", "e5", "f6", "g7", "h8", "i9"]
     assert overlap(long_message, recent) == pytest.approx(0.2)
 
 
-def test_topic_shift_needs_enough_recent_keywords() -> None:
-    shift = "What documents does a freelancer need for a tax return in Spain?"
-    assert analyze(shift, SOURDOUGH).topic_shift
+def test_everyday_words_count_half() -> None:
+    assert weight(stem("people")) == pytest.approx(0.5)
+    assert weight(stem("shutter")) == 1.0
+    assert overlap(["city", "banana"], recent_stems([["city"]])) == pytest.approx(0.5 / 1.5)
+
+
+def test_compound_containing_a_recent_stem_links() -> None:
+    cellar = recent_stems([["keller", "feucht"], ["fenster"]])
+    assert overlap(["luftentfeuchter"], cellar) == 1.0
+    assert overlap(["wandfarbe"], cellar) == 0.0
+
+
+def test_stem_folds_accents_and_common_endings() -> None:
+    assert stem("séances") == stem("seance")
+    assert stem("tyres") == stem("tyre")
+    assert stem("eggs") == stem("egg")
+    assert stem("batteries") == stem("battery")
+
+
+# --- topic shift, lexical mode (no embeddings) ---------------------------------------------
+
+SOURDOUGH = [
+    ["sourdough", "bread", "weekend"],
+    ["starter", "five", "days", "doubles", "hours"],
+]
+SHIFT = "What documents does a freelancer need for a tax return in Spain?"
+LEXICAL = Params(threshold=0.2)
+
+
+def test_lexical_mode_needs_enough_recent_keywords() -> None:
+    assert analyze(SHIFT, SOURDOUGH, LEXICAL).topic_shift
     thin = [["sourdough", "bread"], ["starter"]]  # three recent keywords < min_keywords 5
-    result = analyze(shift, thin)
-    assert not result.topic_shift
-    assert result.overlap is None
-    assert not analyze(shift, [SOURDOUGH[0] + SOURDOUGH[1]]).topic_shift  # one earlier message
+    result = analyze(SHIFT, thin, LEXICAL)
+    assert (result.topic_shift, result.score) == (False, None)
+    assert not analyze(SHIFT, [SOURDOUGH[0] + SOURDOUGH[1]], LEXICAL).topic_shift
 
 
-def test_min_keywords_boundary() -> None:
-    recent = [["alpha", "bravo"], ["charlie", "delta"]]
-    shift = "What documents does a freelancer need for a tax return in Spain?"
-    assert not analyze(shift, recent, Params(min_keywords=5)).topic_shift
-    assert analyze(shift, recent, Params(min_keywords=4)).topic_shift
-
-
-def test_threshold_edges() -> None:
+def test_lexical_threshold_edges() -> None:
     text = "Which sourdough brand ships cheaply to Spain and Portugal?"
-    result = analyze(text, SOURDOUGH)
-    assert result.overlap == pytest.approx(0.2)  # one shared keyword of five
+    result = analyze(text, SOURDOUGH, LEXICAL)
+    assert result.mode is Mode.LEXICAL
+    assert result.score == pytest.approx(0.2)
     assert not result.topic_shift  # "below the threshold" is strict
     assert analyze(text, SOURDOUGH, Params(threshold=0.21)).topic_shift
-    assert not analyze(text, SOURDOUGH, Params(threshold=0.0)).topic_shift
 
 
-def test_short_messages_and_back_references_are_continuations() -> None:
-    assert not analyze("thanks!", SOURDOUGH).topic_shift
-    assert not analyze("ok", SOURDOUGH).topic_shift
-    assert not analyze("Is 16 GB of RAM enough or should I go for 32?", SOURDOUGH).topic_shift
-    assert not analyze(
-        "And what about a cheaper Italian espresso machine for travelling?", SOURDOUGH
-    ).topic_shift
-    assert not analyze(
-        "My neighbour's dog barks at every noise in the hallway", SOURDOUGH
-    ).topic_shift
-
-
-def test_explicit_cue_tips_a_short_message_into_a_shift() -> None:
+def test_default_lexical_mode_suggests_only_on_an_explicit_cue() -> None:
+    assert not analyze(SHIFT, SOURDOUGH).topic_shift  # threshold 0: the selection rule's pick
     assert analyze("By the way, how do I renew my passport?", SOURDOUGH).topic_shift
 
 
+def test_short_messages_and_back_references_are_continuations() -> None:
+    for text in (
+        "thanks!",
+        "ok",
+        "why?",
+        "Is 16 GB of RAM enough or should I go for 32?",
+        "And what about a cheaper Italian espresso machine for travelling?",
+        "My neighbour's dog barks at every noise in the hallway",
+    ):
+        assert not analyze(text, SOURDOUGH, LEXICAL).topic_shift, text
+        assert not analyze(text, *semantic_far()).topic_shift, text
+
+
+def test_quoting_someone_is_not_a_topic_shift() -> None:
+    text = 'My landlord wrote "the deposit stays with me", what documents does a tenant need?'
+    assert not analyze(text, SOURDOUGH, LEXICAL).topic_shift
+    assert analyze("What documents does a tenant need?", SOURDOUGH, LEXICAL).topic_shift
+
+
 def test_frustration_wins_over_topic_shift() -> None:
-    result = analyze(
-        "Forget it. What documents does a freelancer need for taxes in Spain?", SOURDOUGH
-    )
-    assert result.frustration
-    assert result.suggestion == "compact"
+    result = analyze("Forget it. " + SHIFT, SOURDOUGH, LEXICAL)
+    assert (result.frustration, result.suggestion) == (True, "compact")
+
+
+# --- topic shift, semantic mode (hand-made unit vectors) -----------------------------------
+
+BREAD = (1.0, 0.0, 0.0)
+TAXES = (0.0, 1.0, 0.0)
+
+
+def semantic_far() -> tuple[list[list[str]], Params]:
+    return SOURDOUGH, Params()
+
+
+def test_semantic_mode_shifts_on_a_distant_request_whatever_its_words() -> None:
+    far = analyze(SHIFT, SOURDOUGH, vector=TAXES, recent_vectors=[BREAD, BREAD])
+    assert (far.mode, far.topic_shift, far.suggestion) == (Mode.SEMANTIC, True, "clear")
+    near = analyze(SHIFT, SOURDOUGH, vector=BREAD, recent_vectors=[BREAD, BREAD])
+    assert not near.topic_shift
+    assert near.score == pytest.approx(1.0)
+
+
+def test_semantic_structure_still_rules() -> None:
+    recent = [BREAD, BREAD]
+    for text in ("ok thanks", "Is that normal?", "My neighbour's dog barks at every noise"):
+        assert not analyze(text, SOURDOUGH, vector=TAXES, recent_vectors=recent).topic_shift
+
+
+def test_semantic_needs_two_earlier_vectors() -> None:
+    one = analyze(SHIFT, SOURDOUGH, vector=TAXES, recent_vectors=[BREAD])
+    assert one.mode is Mode.LEXICAL
+
+
+def test_vectors_of_another_size_are_ignored() -> None:
+    result = analyze(SHIFT, SOURDOUGH, vector=TAXES, recent_vectors=[(1.0, 0.0), (1.0, 0.0)])
+    assert result.mode is Mode.LEXICAL
+
+
+def test_cue_raises_the_semantic_threshold() -> None:
+    halfway = (0.8, 0.6, 0.0)  # cosine 0.8 to BREAD: above 0.82 - 0.3, below 0.82 + 0.3
+    text = "How do I renew my passport?"
+    assert analyze(text, SOURDOUGH, vector=halfway, recent_vectors=[BREAD, BREAD]).topic_shift
+    close = (0.95, 0.31, 0.0)
+    assert not analyze(text, SOURDOUGH, vector=close, recent_vectors=[BREAD, BREAD]).topic_shift
+    cue = "By the way, how do I renew my passport?"
+    assert analyze(cue, SOURDOUGH, vector=close, recent_vectors=[BREAD, BREAD]).topic_shift
+
+
+def test_near_threshold_on_either_side() -> None:
+    params = Params(semantic_threshold=0.5, lexical_weight=0.0)
+    just_below = analyze(SHIFT, SOURDOUGH, params, vector=(0.48, 0.877, 0.0),
+                         recent_vectors=[BREAD, BREAD])  # fmt: skip
+    just_above = analyze(SHIFT, SOURDOUGH, params, vector=(0.52, 0.854, 0.0),
+                         recent_vectors=[BREAD, BREAD])  # fmt: skip
+    assert (just_below.topic_shift, just_below.near(params)) == (True, True)
+    assert (just_above.topic_shift, just_above.near(params)) == (False, True)
+    far = analyze(SHIFT, SOURDOUGH, params, vector=TAXES, recent_vectors=[BREAD, BREAD])
+    assert not far.near(params)
+
+
+def test_complaint_similarity_counts_only_in_the_users_own_voice() -> None:
+    text = "this whole exchange is a waste of my evening"
+    assert not analyze(text, SOURDOUGH).frustration
+    assert analyze(text, SOURDOUGH, complaint=0.95).frustration
+    assert not analyze(text, SOURDOUGH, complaint=0.5).frustration
+    quoted = f'My neighbour wrote "{text}"'
+    assert not analyze(quoted, SOURDOUGH, complaint=0.95).frustration
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "   \n\t ", "👍🎉🔥", "😡😡😡", "x" * 100_000, ("word " * 20_000),
+     "Привет, can you help mit meinem 京都 trip? 🙏"],
+)  # fmt: skip
+def test_bad_input_is_judged_without_error(text: str) -> None:
+    for kwargs in ({}, {"vector": TAXES, "recent_vectors": [BREAD, BREAD]}):
+        result = analyze(text, SOURDOUGH, **kwargs)  # type: ignore[arg-type]
+        if not text.strip() or not keywords(text):
+            assert result.suggestion is None
+    assert judge_conversation(["a b c", "d e f", text]).suggestion in (None, "clear", "compact")
 
 
 def test_advance_keeps_a_sliding_window() -> None:
@@ -197,78 +334,12 @@ def test_judge_conversation_replays_history() -> None:
         "I want to bake sourdough bread this weekend",
         "My starter is five days old and doubles in about 8 hours",
         "What hydration should I use for a first loaf with bread flour?",
-        "What documents does a freelancer need for a tax return in Spain?",
+        SHIFT,
     ]
-    assert judge_conversation(messages).suggestion == "clear"
-    assert judge_conversation(messages[:3]).suggestion is None
+    assert judge_conversation(messages, LEXICAL).suggestion == "clear"
+    assert judge_conversation(messages[:3], LEXICAL).suggestion is None
+    vectors = [BREAD, BREAD, BREAD, TAXES]
+    assert judge_conversation(messages, vectors=vectors).mode is Mode.SEMANTIC
+    assert judge_conversation(messages, vectors=[*vectors[:3], None]).mode is Mode.LEXICAL
     with pytest.raises(ValueError, match="at least one"):
         judge_conversation([])
-
-
-def test_stem_folds_accents_and_common_endings() -> None:
-    assert stem("séances") == stem("seance")
-    assert stem("tyres") == stem("tyre")
-    assert stem("eggs") == stem("egg")
-    assert stem("batteries") == stem("battery")
-
-
-def test_field_keys_keep_look_alike_prefixes_apart() -> None:
-    assert stem("interest") == stem("interview")  # the match key is coarse on purpose
-    assert not fields(field_key("interest")) & fields(field_key("interview"))
-
-
-def test_keywords_cut_possessives_elisions_and_keep_units() -> None:
-    assert keywords("my sister's wedding speech") == ("sister", "wedding", "speech")
-    assert keywords("l'entretien d'embauche") == ("entretien", "embauche")
-    assert keywords("16gb and 3.5kg, 2024") == ("gb", "kg")
-
-
-def test_everyday_words_count_half() -> None:
-    assert weight(stem("people")) == pytest.approx(0.5)
-    assert weight(stem("shutter")) == 1.0
-    assert overlap(["city", "banana"], stems(["city"])) == pytest.approx(0.5 / 1.5)
-    assert substance(["people", "city", "shutter"]) == pytest.approx(2.0)
-
-
-def test_field_words_link_only_once_the_session_fills_the_field() -> None:
-    cycling = Profile.of([["bike", "commute"], ["route", "climb"]])
-    assert overlap(["tyre"], cycling) == 1.0
-    one_word = Profile.of([["bike", "weekend"], ["holidays"]])
-    assert overlap(["tyre"], one_word) == 0.0
-
-
-def test_compound_containing_a_recent_stem_links() -> None:
-    cellar = Profile.of([["keller", "feucht"], ["fenster"]])
-    assert overlap(["luftentfeuchter"], cellar) == 1.0
-    assert overlap(["wandfarbe"], cellar) == 0.0
-
-
-def test_new_field_word_keeps_a_follow_up_on_topic() -> None:
-    messages = [
-        "I'm commuting 15 km to work by bike from next month",
-        "The route has a long climb at the end",
-        "I own an old steel road bike with 8 speeds",
-        "What tyre width makes sense for rough city streets?",
-    ]
-    assert judge_conversation(messages).suggestion is None
-    messages[-1] = "What's a good podcast about the history of the Roman empire?"
-    assert judge_conversation(messages).suggestion == "clear"
-
-
-def test_message_must_be_substantive_to_be_judged() -> None:
-    assert analyze("How long to boil eggs?", SOURDOUGH_LONG).overlap is None  # 2 keywords
-    judged = analyze("How long should I boil eggs for soft yolks?", SOURDOUGH_LONG)
-    assert judged.overlap is not None
-
-
-def test_quoting_someone_is_not_a_topic_shift() -> None:
-    text = 'My landlord wrote "the deposit stays with me", what documents does a tenant need?'
-    assert not analyze(text, SOURDOUGH_LONG).topic_shift
-    assert analyze(text.replace('"', ""), SOURDOUGH_LONG).topic_shift
-
-
-SOURDOUGH_LONG = [
-    ["sourdough", "bread", "weekend"],
-    ["starter", "five", "days", "doubles", "hours"],
-    ["hydration", "loaf", "flour"],
-]

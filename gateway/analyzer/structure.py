@@ -1,0 +1,74 @@
+"""The structural rules of topic-shift detection: what a message does, not what it is about.
+
+Similarity says how far a message is from the session's subject; these rules carry the
+precision. A new subject is opened by asking for something (`asks`), so a plain statement
+never counts as a shift; nor does a message that points back (`points_back`: "and what
+about…", "is that normal?", a yes/no question about something on the table). An explicit
+cue ("by the way", "unrelated question", "übrigens") loosens the threshold (`has_cue`).
+Every pattern is compiled once at import.
+"""
+
+from __future__ import annotations
+
+from gateway.analyzer.frustration import rx
+
+_SHIFT_CUE = rx(
+    r"\b(?:by the way|btw|unrelated|different (?:topic|question|subject)|new (?:topic|question)"
+    r"|change of (?:topic|subject)|chang(?:e|ing) the (?:topic|subject)|switching (?:gears|topics)"
+    r"|on (?:a|an) (?:different|other|unrelated|separate) (?:note|topic)|on another note"
+    r"|something (?:else|completely different)|totally different|anderes thema|übrigens"
+    r"|autre (?:sujet|question)|otro tema|otra pregunta|cambiando de tema|другой вопрос"
+    r"|кстати)\b|ところで|話は変わ"
+)
+# A message that opens by pointing back continues the topic ("and what about…", "that one…").
+_CONTINUATION_START = rx(
+    r"^\W*(?:and|also|but|so|then|what about|how about|and if|what if|which one|same|instead"
+    r"|it|its|it's|that|that's|this|these|those|they|them|there|wait|follow[- ]?up|ok so"
+    r"|und|aber|dann|das|es|et|mais|alors|donc|ça|ca|y|pero|entonces|eso|esto|и|а|но|тогда)\b"
+)
+# Words that refer back to something already said, anywhere in the message.
+_BACK_REFERENCE = rx(
+    r"\b(?:it|its|it's|this|these|those|they|them|their|there|such|same|also|too|then"
+    r"|instead|else|either|both|here|again|still|other|second|third|previous|above"
+    r"|earlier|former|latter|dies|diese|dieser|dieses|ça|cela|ces|eso|esto|esa|ese|это|эти"
+    r"|этот|эту|там|тоже|также)\b"
+    # "that" only as a demonstrative ("is that normal", "for that route"), not as a relative
+    # pronoun ("a function that checks").
+    r"|\b(?:is|was|does|did|do|for|with|about|of|like|on|in|at|to|after|before|if|than|and)"
+    r" that\b(?! (?:is|are|was|were|has|have|can|will|would|does|do)\b)"
+)
+# A yes/no question ("Is 16 GB enough?", "For dessert, should I…?") asks about something on
+# the table;
+# a request ("Can you recommend…") or a wh-question can open a new subject.
+_POLAR_QUESTION = rx(
+    r"^\W*(?:[^,.;:?!\n]{1,30},\s*)?(?:is|are|should|shall|would|does|do|did|must|will|has|have"
+    r"|could (?!you)|can (?!you)|muss|müssen|soll|sollte|lohnt|ist|sind|kann (?!du)|est-ce"
+    r"|faut-il|dois-je|sería|debería|hay|стоит|нужно|можно|надо)\b"
+)
+# A new subject is opened by asking for something; a plain statement ("The soil stays wet")
+# adds detail to the current one.
+_ASKS = rx(
+    r"[?？]|(?:か|ください|教えて)\W*$"
+    r"|^\W*(?:(?:can|could|would|will) you|please|pls|help|write|explain|suggest|recommend"
+    r"|tell me|give me|show me|draft|translate|summari[sz]e|describe|list|compare|create|plan"
+    r"|convert|find|calculate|i need|i want|i'd like|i would like|i'm looking for|looking for"
+    r"|how|what|which|who|where|when|why|kannst du|können sie|bitte|erkläre|schreib|wie|was"
+    r"|welche|peux-tu|pouvez-vous|explique|écris|comment|quel|quelle|puedes|explica|escribe"
+    r"|cómo|qué|cuál|посоветуй|помоги|расскажи|объясни|напиши|как|что|какой|какие)\b"
+)
+
+
+def asks(text: str) -> bool:
+    return _ASKS.search(text) is not None
+
+
+def has_cue(text: str) -> bool:
+    return _SHIFT_CUE.search(text) is not None
+
+
+def points_back(text: str) -> bool:
+    return bool(
+        _CONTINUATION_START.search(text)
+        or _POLAR_QUESTION.search(text)
+        or _BACK_REFERENCE.search(text)
+    )

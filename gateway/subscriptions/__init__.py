@@ -1,0 +1,1 @@
+"""Context subscriptions: patterns watched for other systems, delivered by webhook, SSE or poll."""

@@ -1,0 +1,114 @@
+"""Whether a trigger matches a subscription's patterns, and why.
+
+`topic` is a semantic query: with an `Embedder`, the cosine of the query and the text must reach
+`topic_threshold`; without one, most of the query's words (three letters or more) must occur in
+the text. `entity` is a regular expression searched in the text, or any of its keywords as a
+whole word (case-insensitive). `document` is a glob of document paths and matches only a
+document's path (the `document_changed` trigger). Compiled regexes and query vectors are cached
+per pattern text. The best match by priority is the one reported.
+"""
+
+from __future__ import annotations
+
+import array
+import fnmatch
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from gateway.core.embedding import Embedder
+
+_WORD = re.compile(r"\w{3,}", re.UNICODE)
+
+
+class PatternType(StrEnum):
+    TOPIC = "topic"
+    ENTITY = "entity"
+    DOCUMENT = "document"
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    type: PatternType
+    pattern: str
+    priority: int
+    reason: str
+
+
+def _cosine(a: bytes, b: bytes) -> float:
+    x, y = array.array("f"), array.array("f")
+    x.frombytes(a)
+    y.frombytes(b)
+    return float(sum(p * q for p, q in zip(x, y, strict=False)))
+
+
+def words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _has_word(keyword: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(keyword)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def glob_matches(glob: str, path: str) -> bool:
+    return fnmatch.fnmatchcase(path, glob) or fnmatch.fnmatchcase(path, f"*/{glob}")
+
+
+class Matcher:
+    def __init__(self, embedder: Embedder | None, topic_threshold: float) -> None:
+        self.embedder = embedder
+        self.topic_threshold = topic_threshold
+        self._regexes: dict[str, re.Pattern[str]] = {}
+        self._vectors: dict[str, bytes] = {}
+
+    def _regex(self, pattern: str) -> re.Pattern[str]:
+        found = self._regexes.get(pattern)
+        if found is None:
+            found = self._regexes[pattern] = re.compile(pattern)
+        return found
+
+    async def _topic(self, query: str, text: str) -> float:
+        if self.embedder is None:
+            wanted = words(query)
+            return len(wanted & words(text)) / len(wanted) if wanted else 0.0
+        vector = self._vectors.get(query)
+        if vector is None:
+            [vector] = await self.embedder.embed([query], query=True)
+            self._vectors[query] = vector
+        [other] = await self.embedder.embed([text], query=False)
+        return _cosine(vector, other)
+
+    async def text(self, patterns: Sequence[dict[str, Any]], text: str) -> Match | None:
+        """The best pattern matching a message's or a memory's text, or None."""
+        found: list[Match] = []
+        for p in patterns:
+            kind, pattern, priority = p["type"], p["pattern"], int(p.get("priority", 1))
+            if kind == PatternType.TOPIC:
+                score = await self._topic(pattern, text)
+                threshold = self.topic_threshold if self.embedder is not None else 0.5
+                if score >= threshold:
+                    reason = f"the conversation is about “{pattern[:60]}”"
+                    found.append(Match(PatternType.TOPIC, pattern, priority, reason))
+            elif kind == PatternType.ENTITY:
+                hit = self._regex(pattern).search(text)
+                keyword = next((k for k in p.get("keywords", ()) if _has_word(k, text)), None)
+                if hit is not None or keyword is not None:
+                    what = keyword if keyword is not None else hit.group(0)[:60] if hit else ""
+                    reason = f"“{what}” was mentioned"
+                    found.append(Match(PatternType.ENTITY, pattern, priority, reason))
+        return max(found, key=lambda m: m.priority, default=None)
+
+    def document(self, patterns: Sequence[dict[str, Any]], path: str, title: str) -> Match | None:
+        """The best pattern matching a changed document (its path, or its title for entities)."""
+        found: list[Match] = []
+        for p in patterns:
+            kind, pattern, priority = p["type"], p["pattern"], int(p.get("priority", 1))
+            if kind == PatternType.DOCUMENT and glob_matches(pattern, path):
+                reason = f"{path} matches {pattern[:60]} and changed"
+                found.append(Match(PatternType.DOCUMENT, pattern, priority, reason))
+            elif kind == PatternType.ENTITY and self._regex(pattern).search(title):
+                reason = f"“{title[:60]}” changed"
+                found.append(Match(PatternType.ENTITY, pattern, priority, reason))
+        return max(found, key=lambda m: m.priority, default=None)

@@ -1,0 +1,76 @@
+"""Server-sent events and polling over the stored events of a subscription.
+
+Both read the same rows by `seq`: a poll returns the page after its cursor, a stream first
+replays what came after `Last-Event-ID` (or only new events without one) and then waits for the
+engine's `notify`. A waiter registers before it reads, so an event stored between its read and
+its wait still wakes it. An idle stream yields a keep-alive every `keepalive_s`; when the
+client went away the write fails, the generator is closed and its waiter goes with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+
+from gateway.features.contributions import StreamEvent
+from vault.subscriptions import EventRow, SubscriptionStore
+
+PAGE = 100
+
+
+def event_data(row: EventRow) -> str:
+    return json.dumps(row.payload, separators=(",", ":"), ensure_ascii=False)
+
+
+class Streams:
+    def __init__(self, store: SubscriptionStore, *, keepalive_s: float) -> None:
+        self.store = store
+        self.keepalive_s = keepalive_s
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._left = asyncio.Event()  # replaced each time a stream ends
+
+    def notify(self, sub_id: str) -> None:
+        for waiter in self._waiters.get(sub_id, ()):
+            waiter.set()
+
+    def listeners(self, sub_id: str) -> int:
+        return len(self._waiters.get(sub_id, ()))
+
+    async def quiet(self, sub_id: str) -> None:
+        """Return once no stream of `sub_id` is open (tests, shutdown)."""
+        while self.listeners(sub_id):
+            await self._left.wait()
+
+    async def page(self, sub_id: str, after: int) -> tuple[list[EventRow], int]:
+        rows = await self.store.events_since(sub_id, after, PAGE)
+        await self.store.mark_shown([r.seq for r in rows])
+        return rows, rows[-1].seq if rows else after
+
+    async def latest(self, sub_id: str) -> int:
+        """The seq a stream without `Last-Event-ID` starts after: the newest event's."""
+        return await self.store.last_seq(sub_id)
+
+    async def events(self, sub_id: str, after: int) -> AsyncGenerator[StreamEvent | None, None]:
+        waiter = asyncio.Event()
+        self._waiters.setdefault(sub_id, set()).add(waiter)
+        try:
+            while True:
+                waiter.clear()
+                rows, after = await self.page(sub_id, after)
+                for row in rows:
+                    yield StreamEvent(str(row.seq), event_data(row))
+                if rows:
+                    continue
+                try:
+                    await asyncio.wait_for(waiter.wait(), self.keepalive_s)
+                except TimeoutError:
+                    yield None
+        finally:
+            found = self._waiters.get(sub_id)
+            if found is not None:
+                found.discard(waiter)
+                if not found:
+                    del self._waiters[sub_id]
+            left, self._left = self._left, asyncio.Event()
+            left.set()

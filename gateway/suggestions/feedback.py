@@ -1,0 +1,187 @@
+"""Use and Dismiss: the commands, the model tools, and what "Use" does to the next request.
+
+`/use N` and `/dismiss N` act on the Nth item of the last block shown in this chat (the
+terminal's way, and every channel's fallback); platform buttons and the tool name a suggestion
+by id, which must belong to this chat (else "not found", whatever exists elsewhere). A used
+item goes into the next model request of this chat exactly once, through the `suggestions`
+context provider, and the answer says so. A dismissed one never comes back in this chat and
+lowers similar ones (`tuning.py`). `/suggestions off|on` is per user; admins add `chat` to
+switch a whole chat.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.agent.context import ContextItem, Phase, Position
+from gateway.agent.tools import Tool
+from gateway.core.errors import NotFound, ToolError, UserInputError, WrongState
+from gateway.core.scope import Scope
+from gateway.suggestions.finder import Finder
+from gateway.suggestions.tuning import Tuning
+from gateway.turns.commands import Command, CommandCall
+from vault.suggestions import SuggestionRow, SuggestionStore
+
+
+class Action(StrEnum):
+    USED = "used"
+    DISMISSED = "dismissed"
+
+
+class Feedback:
+    def __init__(self, store: SuggestionStore, tuning: Tuning) -> None:
+        self.store = store
+        self.tuning = tuning
+
+    async def by_ordinal(self, scope: Scope, number: int) -> SuggestionRow:
+        block = await self.store.latest_block(scope.chat_pk)
+        found = next((r for r in block if r.ordinal == number), None)
+        if found is None:
+            if not block:
+                raise NotFound("there is no suggestion to act on in this chat")
+            raise NotFound(f"the last suggestions are numbered 1 to {len(block)}")
+        return found
+
+    async def by_id(self, scope: Scope, suggestion: int) -> SuggestionRow:
+        row = await self.store.get(suggestion)
+        if row is None or row.chat != scope.chat_pk:  # another chat's: as if it did not exist
+            raise NotFound("no such suggestion in this chat")
+        return row
+
+    async def apply(self, scope: Scope, row: SuggestionRow, action: Action) -> str:
+        if row.status == action.value:
+            return self._said(row, action)
+        if not await self.store.decide(row.id, scope.chat_pk, action.value, scope.now_ms):
+            raise WrongState(f"that suggestion was already {row.status}")
+        self.tuning.forget()
+        return self._said(row, action)
+
+    @staticmethod
+    def _said(row: SuggestionRow, action: Action) -> str:
+        if action is Action.USED:
+            return f"Added “{row.title}” to the context of your next message."
+        return f"Dismissed “{row.title}”: it won't be suggested in this chat again."
+
+    # --- commands ----------------------------------------------------------------------
+
+    def commands(self) -> list[Command]:
+        return [
+            Command("use", "use suggestion N in your next message", self._use, usage="N"),
+            Command("dismiss", "hide suggestion N in this chat", self._dismiss, usage="N"),
+            Command("suggestions", "turn inline suggestions off or on", self._switch,
+                    usage="off|on [chat]"),
+        ]  # fmt: skip
+
+    async def _use(self, call: CommandCall) -> str:
+        return await self.apply(call.scope, await self._row(call), Action.USED)
+
+    async def _dismiss(self, call: CommandCall) -> str:
+        return await self.apply(call.scope, await self._row(call), Action.DISMISSED)
+
+    async def _row(self, call: CommandCall) -> SuggestionRow:
+        """`N`: item N of the last block shown here; `#ID` (what a button sends): that one."""
+        text = call.args.strip()
+        if text.startswith("#") and text[1:].isdigit() and len(text) <= 19:
+            return await self.by_id(call.scope, int(text[1:]))
+        return await self.by_ordinal(call.scope, _number(call))
+
+    async def _switch(self, call: CommandCall) -> str:
+        words = call.args.lower().split()
+        if not words or words[0] not in ("on", "off") or words[1:] not in ([], ["chat"]):
+            raise UserInputError(f"usage: {call.hint('suggestions')} off|on [chat]")
+        off = words[0] == "off"
+        scope = call.scope
+        if words[1:] == ["chat"]:
+            if not scope.is_admin:
+                raise UserInputError("only admins switch suggestions for a whole chat")
+            await self.store.set_off("chat", scope.chat_pk, off, scope.now_ms)
+            return f"Suggestions are {'off' if off else 'on'} for everyone in this chat."
+        await self.store.set_off("user", scope.user_pk, off, scope.now_ms)
+        return f"Suggestions are {'off' if off else 'on'} for you."
+
+
+def _number(call: CommandCall) -> int:
+    text = call.args.strip()
+    if not text.isdigit() or not 1 <= int(text) <= 99:
+        raise UserInputError(f"usage: {call.hint(call.name)} N (the number of the suggestion)")
+    return int(text)
+
+
+class UsedProvider:
+    """Items the user chose with "Use", given to the next request of their chat once."""
+
+    name = "suggestions"
+    phase = Phase.ENRICH
+    priority = 45
+
+    def __init__(self, store: SuggestionStore) -> None:
+        self.store = store
+
+    async def provide(self, scope: Scope) -> list[ContextItem] | None:
+        rows = await self.store.take_used(scope.chat_pk, scope.now_ms)
+        if not rows:
+            return None
+        return [
+            ContextItem(
+                source=self.name,
+                position=Position.SYSTEM,
+                content=f"The user chose to use this suggested item ({r.type}): {r.content}",
+                relevance=0.9,
+                reason="used suggestion",
+                label=r.title,
+                key=f"suggestion:{r.id}",
+            )
+            for r in rows
+        ]
+
+
+# --- model tools ---------------------------------------------------------------------------
+
+SUGGEST_TOOL = (
+    "Items in scope of this chat that the conversation would want (a decision, a changed "
+    "document, a runbook, the user's notes, a pending follow-up, a warning), each with an id, a "
+    "relevance and a reason. Use it when the user asks what is relevant or what they may be "
+    "missing."
+)
+FEEDBACK_TOOL = (
+    "Record the user's feedback on a suggestion shown in this chat: `used` puts it into the "
+    "next request, `dismissed` hides it here. `number` is its number in the last block."
+)
+
+
+class SuggestArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    about: str = Field("", max_length=2000, description="what to look for; default the message")
+
+
+class FeedbackArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    number: int = Field(ge=1, le=99)
+    action: Action
+
+
+def tools(finder: Finder, feedback: Feedback, min_relevance: float) -> list[Tool]:
+    async def suggest(scope: Scope, args: SuggestArgs) -> str:
+        found = await finder.find(scope, args.about or scope.text, limit=5,
+                                  min_relevance=min_relevance)  # fmt: skip
+        if not found:
+            return "nothing relevant enough in scope of this chat"
+        return "\n".join(
+            f"- [{c.type.value}] {c.title} (relevance {c.relevance:.2f}): {c.summary}. "
+            f"Why: {c.reason}"
+            for c in found
+        )
+
+    async def give_feedback(scope: Scope, args: FeedbackArgs) -> str:
+        try:
+            row = await feedback.by_ordinal(scope, args.number)
+            return await feedback.apply(scope, row, args.action)
+        except UserInputError as exc:  # our own texts: safe to show the model
+            raise ToolError(str(exc)) from exc
+
+    return [
+        Tool("context_suggest", SUGGEST_TOOL, SuggestArgs, suggest),
+        Tool("suggestion_feedback", FEEDBACK_TOOL, FeedbackArgs, give_feedback),
+    ]

@@ -1,0 +1,42 @@
+"""Pattern matching: topics by the embedder (or shared words without one), entities by regex
+or keyword, documents by glob; the best match by priority."""
+
+from __future__ import annotations
+
+from gateway.subscriptions.matching import Matcher, PatternType, glob_matches
+from tests.fakes.embedder import FakeEmbedder
+
+
+async def test_a_topic_matches_by_meaning_with_an_embedder() -> None:
+    matcher = Matcher(FakeEmbedder(), topic_threshold=0.5)
+    topic = [{"type": "topic", "pattern": "vacation", "priority": 1}]
+    assert await matcher.text(topic, "how many holidays do I have left") is not None
+    assert await matcher.text(topic, "the postgres replica failed over") is None
+
+
+async def test_a_topic_matches_by_words_without_one() -> None:
+    matcher = Matcher(None, topic_threshold=0.5)
+    topic = [{"type": "topic", "pattern": "billing deploy", "priority": 1}]
+    assert await matcher.text(topic, "the deploy is stuck") is not None  # half the words
+    assert await matcher.text(topic, "lunch at noon") is None
+
+
+async def test_entities_by_regex_or_keyword_and_the_highest_priority_wins() -> None:
+    matcher = Matcher(None, topic_threshold=0.5)
+    patterns = [
+        {"type": "entity", "pattern": "INC-[0-9]+", "priority": 1},
+        {"type": "entity", "pattern": "^$", "keywords": ["roll back"], "priority": 5},
+    ]
+    found = await matcher.text(patterns, "INC-7: we need to Roll Back now")
+    assert found is not None and found.priority == 5 and "Roll Back" not in found.reason
+    found = await matcher.text(patterns, "INC-7 is open")
+    assert found is not None and found.type is PatternType.ENTITY and "INC-7" in found.reason
+    assert await matcher.text(patterns, "rollback") is None  # a keyword is a whole word
+
+
+def test_documents_by_glob() -> None:
+    matcher = Matcher(None, topic_threshold=0.5)
+    glob = [{"type": "document", "pattern": "docs/runbooks/*.md"}]
+    assert matcher.document(glob, "docs/runbooks/deploy.md", "Deploy") is not None
+    assert matcher.document(glob, "docs/adr/001.md", "ADR") is None
+    assert glob_matches("runbooks/*.md", "docs/runbooks/deploy.md")

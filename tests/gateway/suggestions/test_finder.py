@@ -1,0 +1,128 @@
+"""The finder through the real app: what it returns, with which type and reason, and that it
+returns only items in scope of the chat (memories only in the user's own DM, scoped documents
+only where allowed, follow-ups of this user in this chat)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.suggestions.finder import ItemType
+from tests.gateway.knowledge.support import write
+from tests.gateway.suggestions.support import DEPLOY, world_for
+from vault.injections import NewInjection
+
+
+async def test_a_relevant_runbook_is_found_with_a_reason(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        scope = await w.scope()
+        found = await w.feature.finder.find(
+            scope, "the canary deploy failed, how do I roll back the release?", min_relevance=0.5
+        )
+        assert found, "a matching runbook must be found"
+        top = found[0]
+        assert top.type is ItemType.DOC
+        assert top.title == "Runbook: rolling back a deploy"
+        assert top.key.startswith("doc:")
+        assert 0.5 <= top.relevance <= 1.0
+        assert "you are discussing" in top.reason and "deploy" in top.reason
+        assert "\n" not in top.summary
+
+
+async def test_an_unrelated_message_finds_nothing_above_the_threshold(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        scope = await w.scope()
+        for text in ("good morning!", "what rhymes with orange", "lunch at 12:30?"):
+            assert await w.feature.finder.find(scope, text, min_relevance=0.5) == []
+
+
+async def test_decisions_and_superseded_documents_are_typed(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        scope = await w.scope()
+        flags = await w.feature.finder.find(scope, "which feature flag service do we use?")
+        assert flags[0].type is ItemType.DECISION
+        repo = await w.feature.finder.find(scope, "we put all code in one monorepo, right?")
+        assert repo[0].type is ItemType.WARNING
+        assert "superseded" in repo[0].reason
+
+
+async def test_a_document_changed_since_this_chat_got_it_is_a_change(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        scope = await w.scope()
+        doc = next(d for d in await w.app.vault.fetchall(
+            "SELECT id FROM knowledge_documents WHERE path LIKE '%deploy.md'"))[0]  # fmt: skip
+        await w.feature.knowledge.injections.record([
+            NewInjection(session=scope.session_pk, chat=scope.chat_pk, document=doc,
+                         content_hash="0" * 64, snapshot="a" * 64, text="old", tokens=1,
+                         reason="relevant", at_ms=w.clock.now_ms())
+        ])  # fmt: skip
+        found = await w.feature.finder.find(scope, "the canary deploy failed, roll back?")
+        assert found[0].type is ItemType.CHANGE
+        assert "changed" in found[0].reason and "since this chat last used it" in found[0].reason
+        other = await w.scope(user="u2", chat="c2")  # another chat never got it: a plain doc
+        found = await w.feature.finder.find(other, "the canary deploy failed, roll back?")
+        assert found[0].type is ItemType.DOC
+
+
+async def test_memories_only_in_the_users_own_private_chat(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        mine = await w.scope("u1", "dm1")
+        memory = await w.remember(mine, "My staging database is stg-orders-7")
+        text = "what's my staging database name again"
+        found = await w.feature.finder.find(mine, text)
+        assert [c.key for c in found if c.type is ItemType.MEMORY] == [f"memory:{memory}"]
+        group = await w.scope("u1", "g1", group=True)
+        assert not [
+            c for c in await w.feature.finder.find(group, text) if c.type is ItemType.MEMORY
+        ]
+        other = await w.scope("u2", "dm2")
+        assert not [
+            c for c in await w.feature.finder.find(other, text) if c.type is ItemType.MEMORY
+        ]
+
+
+async def test_scoped_documents_only_where_their_scope_allows(tmp_path: Path) -> None:
+    scopes = {"docs/private/**": ["chat:memory:hr", "user:memory:boss"]}
+    async with world_for(tmp_path, scopes=scopes) as w:
+        text = "what are the salary bands and compensation for an engineer"
+        allowed = await w.scope("u1", "hr", group=True)
+        assert "Salary bands for engineers" in [
+            c.title for c in await w.feature.finder.find(allowed, text)
+        ]
+        boss_dm = await w.scope("boss", "boss-dm")
+        assert "Salary bands for engineers" in [
+            c.title for c in await w.feature.finder.find(boss_dm, text)
+        ]
+        for scope in (await w.scope("u1", "dm1"), await w.scope("boss", "team", group=True)):
+            titles = [c.title for c in await w.feature.finder.find(scope, text)]
+            assert "Salary bands for engineers" not in titles
+
+
+async def test_follow_ups_of_this_user_in_this_chat_only(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        mine = await w.scope("u1", "c1")
+        item = await w.follow_up(mine, "Ask Jonas whether the search reindex dry run passed")
+        text = "what's the status of the search reindex dry run"
+        found = await w.feature.finder.find(mine, text)
+        assert found[0].key == f"followup:{item}" and found[0].type is ItemType.FOLLOWUP
+        elsewhere = await w.scope("u1", "c2")
+        someone = await w.scope("u2", "c1")
+        for scope in (elsewhere, someone):
+            assert not [
+                c for c in await w.feature.finder.find(scope, text) if c.type is ItemType.FOLLOWUP
+            ]
+
+
+async def test_exclude_limit_and_min_relevance(tmp_path: Path) -> None:
+    async with world_for(tmp_path) as w:
+        write(
+            tmp_path, "deploy2.md", DEPLOY.replace("rolling back", "canary deploy and rolling back")
+        )
+        await w.rescan()
+        scope = await w.scope()
+        text = "the canary deploy failed, roll back the release"
+        everything = await w.feature.finder.find(scope, text)
+        assert len(everything) >= 2
+        assert len(await w.feature.finder.find(scope, text, limit=1)) == 1
+        rest = await w.feature.finder.find(scope, text, exclude={everything[0].key})
+        assert everything[0].key not in [c.key for c in rest]
+        assert await w.feature.finder.find(scope, text, min_relevance=1.01) == []
