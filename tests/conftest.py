@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,20 @@ def make_config(tmp_path: Path, **sections: dict[str, object]) -> Config:
     data["delivery"] = {"backoff_base_s": 0.0}
     data.update(sections)
     return Config(settings=Settings(**data), secrets=Secrets({}), source=None)
+
+
+@asynccontextmanager
+async def served(app: App, started: asyncio.Event) -> AsyncIterator[None]:
+    """`app.serve()` running from when the channel says it started until the block ends;
+    leaving stops it and drains every turn."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.serve(stop))
+    try:
+        await asyncio.wait_for(started.wait(), 5)
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
 
 
 def app_with(config: Config, channel: Channel, llm: LLM | None, clock: Clock | None = None) -> App:

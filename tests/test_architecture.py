@@ -35,7 +35,7 @@ LAYERS: dict[str, set[str]] = {
     "gateway.limits": FEATURE,
     "gateway.knowledge": FEATURE,
     "gateway.suggestions": FEATURE | {"gateway.knowledge"},
-    "gateway.subscriptions": FEATURE,
+    "gateway.subscriptions": FEATURE | {"gateway.suggestions"},
     "proactive": FEATURE,
     "gateway.admin": FEATURE,
     "gateway.app": {"gateway", "channels", "proactive", "vault"},

@@ -39,7 +39,7 @@ def default_features(config: Config) -> list[Feature]:
     subscriptions = SubscriptionsFeature(
         s.subscriptions,
         visible=lambda scope: knowledge.rules.visible(scope),
-        finder=lambda: getattr(suggestions, "finder", None),
+        finder=lambda: suggestions.finder,
         embedder=knowledge.embedder,
         watch_documents=lambda listener: knowledge.indexer.changed.append(listener),
     )

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from gateway.core.ports import Clock
 from gateway.core.scope import Scope
 from gateway.subscriptions.guard import ItemGuard, chat_scope
 from gateway.subscriptions.matching import Match, Matcher
+from gateway.suggestions.finder import Finder
 from vault.subscriptions import NewEvent, SubscriptionRow, SubscriptionStore
 
 log = logging.getLogger(__name__)
@@ -38,34 +39,6 @@ class TriggerType(StrEnum):
     MESSAGE = "message"
     DOCUMENT_CHANGED = "document_changed"
     MEMORY_ADDED = "memory_added"
-
-
-class Candidate(Protocol):
-    @property
-    def key(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def summary(self) -> str: ...
-    @property
-    def relevance(self) -> float: ...
-    @property
-    def reason(self) -> str: ...
-
-
-class Finder(Protocol):
-    async def find(
-        self,
-        scope: Scope,
-        text: str,
-        *,
-        recent: Sequence[str] = (),
-        exclude: Collection[str] = (),
-        limit: int = 5,
-        min_relevance: float = 0.0,
-    ) -> Sequence[Candidate]: ...
 
 
 def iso(ms: int) -> str:

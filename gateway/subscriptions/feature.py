@@ -19,7 +19,7 @@ from gateway.core.embedding import Embedder
 from gateway.features.contributions import ApiRoute, Contributions
 from gateway.subscriptions.api import SubscriptionOps
 from gateway.subscriptions.chat import SubscribeCommand
-from gateway.subscriptions.engine import Engine, Finder
+from gateway.subscriptions.engine import Engine
 from gateway.subscriptions.guard import ItemGuard, Visible
 from gateway.subscriptions.matching import Matcher
 from gateway.subscriptions.schema import (
@@ -39,6 +39,7 @@ from gateway.subscriptions.schema import (
 from gateway.subscriptions.settings import SubscriptionsSection
 from gateway.subscriptions.stream import Streams
 from gateway.subscriptions.webhook import Webhooks
+from gateway.suggestions.finder import Finder
 from gateway.turns.turn import Turn
 from vault.audit import AuditLog
 from vault.subscriptions import SubscriptionStore

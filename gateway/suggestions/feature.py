@@ -30,12 +30,13 @@ class SuggestionsFeature:
     def __init__(self, settings: SuggestionsSection, knowledge: KnowledgeFeature) -> None:
         self.settings = settings
         self.knowledge = knowledge
+        self.finder: Finder | None = None  # built in `contribute`
 
     def contribute(self, c: Contributions) -> None:
         s = c.services
         k = self.knowledge  # contributed before this feature: its pieces exist
         self.store = SuggestionStore(s.vault)
-        self.finder = Finder(
+        self.finder = finder = Finder(
             knowledge=k.store,
             retriever=k.retriever,
             rules=k.rules,
@@ -46,7 +47,7 @@ class SuggestionsFeature:
         self.tuning = Tuning(self.store, self.settings)
         self.feedback = Feedback(self.store, self.tuning)
         self.inline = Inline(
-            finder=self.finder,
+            finder=finder,
             store=self.store,
             tuning=self.tuning,
             conversations=s.conversations,
@@ -56,7 +57,7 @@ class SuggestionsFeature:
             settings=self.settings,
         )
         c.command(*self.feedback.commands())
-        c.tool(*tools(self.finder, self.feedback, self.settings.min_relevance))
+        c.tool(*tools(finder, self.feedback, self.settings.min_relevance))
         c.provider(UsedProvider(self.store))
         c.stats("suggestions", self.stats)
         c.gauge(

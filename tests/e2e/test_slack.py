@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,7 +12,7 @@ import aiohttp
 
 from channels.slack import SlackChannel
 from gateway.app.app import App
-from tests.conftest import app_with, make_config
+from tests.conftest import app_with, make_config, served
 from tests.fakes import FakeLLM
 from tests.fakes.slack import (
     BOT_TOKEN,
@@ -69,15 +68,9 @@ async def serving(
         async with (
             app_with(config, channel, llm) as app,
             aiohttp.ClientSession() as session,
+            served(app, channel.started),
         ):
-            stop = asyncio.Event()
-            task = asyncio.create_task(app.serve(stop))
-            try:
-                await asyncio.wait_for(channel.started.wait(), 5)
-                yield Running(app, api, session)
-            finally:
-                stop.set()
-                await asyncio.wait_for(task, 10)
+            yield Running(app, api, session)
 
 
 def mention(text: str, *, user: str, ts: str, thread_ts: str | None = None) -> dict[str, Any]:

@@ -5,7 +5,6 @@ allowed changes nothing and says nothing; a forged click is 401 and changes noth
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -17,7 +16,7 @@ import aiohttp
 from channels.slack import SlackChannel
 from gateway.app.app import App
 from gateway.knowledge.feature import KnowledgeFeature
-from tests.conftest import app_with, make_config
+from tests.conftest import app_with, make_config, served
 from tests.fakes import FakeLLM
 from tests.fakes.slack import (
     BOT_TOKEN,
@@ -75,14 +74,8 @@ async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Running]:
                                api_url=f"{api.url}/api/")  # fmt: skip
         async with app_with(config, channel, llm) as app, aiohttp.ClientSession() as session:
             await app.feature(KnowledgeFeature).indexer.scan()
-            stop = asyncio.Event()
-            task = asyncio.create_task(app.serve(stop))
-            try:
-                await asyncio.wait_for(channel.started.wait(), 5)
+            async with served(app, channel.started):
                 yield Running(app, api, session)
-            finally:
-                stop.set()
-                await asyncio.wait_for(task, 10)
 
 
 def button(post: dict[str, Any], label: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from channels.telegram import TelegramChannel
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.llm import LLMRequest, LLMResponse, TextPart
-from tests.conftest import app_with, make_config
+from tests.conftest import app_with, make_config, served
 from tests.fakes import FakeLLM, Inbox
 from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, mention, message_update
 
@@ -38,15 +38,11 @@ async def serving(
     with respx.mock(assert_all_called=False) as router:
         api = FakeBotAPI(router)
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
-        async with app_with(config, channel, llm, clock) as app:
-            stop = asyncio.Event()
-            task = asyncio.create_task(app.serve(stop))
-            try:
-                await asyncio.wait_for(channel.started.wait(), 5)
-                yield app, api
-            finally:
-                stop.set()
-                await asyncio.wait_for(task, 10)
+        async with (
+            app_with(config, channel, llm, clock) as app,
+            served(app, channel.started),
+        ):
+            yield app, api
 
 
 async def test_dm_gets_a_formatted_model_reply(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ someone who is not allowed changes nothing and is acknowledged with nothing priv
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -18,7 +17,7 @@ from channels.telegram import TelegramChannel
 from channels.telegram.channel import PRESSED
 from gateway.app.app import App
 from gateway.knowledge.feature import KnowledgeFeature
-from tests.conftest import app_with, make_config
+from tests.conftest import app_with, make_config, served
 from tests.fakes import FakeLLM
 from tests.fakes.telegram import (
     BASE,
@@ -53,14 +52,8 @@ async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, Fake
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
         async with app_with(config, channel, llm) as app:
             await app.feature(KnowledgeFeature).indexer.scan()
-            stop = asyncio.Event()
-            task = asyncio.create_task(app.serve(stop))
-            try:
-                await asyncio.wait_for(channel.started.wait(), 5)
+            async with served(app, channel.started):
                 yield app, api
-            finally:
-                stop.set()
-                await asyncio.wait_for(task, 10)
 
 
 async def statuses(app: App) -> list[tuple[str, str]]:

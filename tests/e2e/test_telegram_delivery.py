@@ -17,7 +17,7 @@ import respx
 from channels.telegram import TelegramChannel
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
-from tests.conftest import app_with, make_config
+from tests.conftest import app_with, make_config, served
 from tests.fakes import FakeLLM, run_clock_until
 from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, message_update
 
@@ -39,15 +39,11 @@ async def serving(
         api = FakeBotAPI(router)
         api.send_errors.extend(failures)
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
-        async with app_with(config, channel, llm, clock) as app:
-            stop = asyncio.Event()
-            task = asyncio.create_task(app.serve(stop))
-            try:
-                await asyncio.wait_for(channel.started.wait(), 5)
-                yield app, api
-            finally:
-                stop.set()
-                await asyncio.wait_for(task, 10)
+        async with (
+            app_with(config, channel, llm, clock) as app,
+            served(app, channel.started),
+        ):
+            yield app, api
 
 
 async def turns_done() -> None:

@@ -69,14 +69,8 @@ async def test_a_stalled_model_ends_at_the_deadline(api: AnthropicFaultServer) -
     assert 1 <= len(api.requests) <= 3  # a retry only when it fits in what is left
 
 
-async def test_a_request_deadline_overrides_the_adapters(api: AnthropicFaultServer) -> None:
-    api.stall(times=5)
-    async with adapter(api, deadline=300) as llm:
-        with pytest.raises(ModelUnavailable):
-            await complete(llm, LLMRequest(system_stable="s", messages=(), deadline_s=0.3))
-
-
-@pytest.mark.parametrize(
+# Faults after which the request may be retried: each queues one failing answer.
+TRANSIENT_FAULTS = pytest.mark.parametrize(
     "fault",
     [
         lambda api: api.status(500),
@@ -87,6 +81,16 @@ async def test_a_request_deadline_overrides_the_adapters(api: AnthropicFaultServ
     ],
     ids=["500", "529", "reset", "truncated", "garbage"],
 )
+
+
+async def test_a_request_deadline_overrides_the_adapters(api: AnthropicFaultServer) -> None:
+    api.stall(times=5)
+    async with adapter(api, deadline=300) as llm:
+        with pytest.raises(ModelUnavailable):
+            await complete(llm, LLMRequest(system_stable="s", messages=(), deadline_s=0.3))
+
+
+@TRANSIENT_FAULTS
 async def test_transient_faults_are_retried(
     api: AnthropicFaultServer, fault: Callable[[AnthropicFaultServer], object]
 ) -> None:
@@ -97,17 +101,7 @@ async def test_transient_faults_are_retried(
     assert len(api.requests) == 2
 
 
-@pytest.mark.parametrize(
-    "fault",
-    [
-        lambda api: api.status(500),
-        lambda api: api.status(529),
-        lambda api: api.reset(),
-        lambda api: api.truncated(),
-        lambda api: api.garbage(),
-    ],
-    ids=["500", "529", "reset", "truncated", "garbage"],
-)
+@TRANSIENT_FAULTS
 async def test_transient_faults_without_retries_are_unavailable(
     api: AnthropicFaultServer, fault: Callable[[AnthropicFaultServer], object]
 ) -> None:
