@@ -37,7 +37,7 @@ def make_config(tmp_path: Path, **sections: dict[str, object]) -> Config:
 
 
 @asynccontextmanager
-async def served(app: App, started: asyncio.Event) -> AsyncIterator[None]:
+async def app_serving(app: App, started: asyncio.Event) -> AsyncIterator[None]:
     """`app.serve()` running from when the channel says it started until the block ends;
     leaving stops it and drains every turn."""
     stop = asyncio.Event()

@@ -12,7 +12,7 @@ import aiohttp
 
 from channels.slack import SlackChannel
 from gateway.app.app import App
-from tests.conftest import app_with, make_config, served
+from tests.conftest import app_serving, app_with, make_config
 from tests.fakes import FakeLLM
 from tests.fakes.slack import (
     BOT_TOKEN,
@@ -68,7 +68,7 @@ async def serving(
         async with (
             app_with(config, channel, llm) as app,
             aiohttp.ClientSession() as session,
-            served(app, channel.started),
+            app_serving(app, channel.started),
         ):
             yield Running(app, api, session)
 

@@ -16,7 +16,7 @@ import aiohttp
 from channels.slack import SlackChannel
 from gateway.app.app import App
 from gateway.knowledge.feature import KnowledgeFeature
-from tests.conftest import app_with, make_config, served
+from tests.conftest import app_serving, app_with, make_config
 from tests.fakes import FakeLLM
 from tests.fakes.slack import (
     BOT_TOKEN,
@@ -74,7 +74,7 @@ async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Running]:
                                api_url=f"{api.url}/api/")  # fmt: skip
         async with app_with(config, channel, llm) as app, aiohttp.ClientSession() as session:
             await app.feature(KnowledgeFeature).indexer.scan()
-            async with served(app, channel.started):
+            async with app_serving(app, channel.started):
                 yield Running(app, api, session)
 
 

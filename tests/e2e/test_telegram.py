@@ -16,7 +16,7 @@ from channels.telegram import TelegramChannel
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.llm import LLMRequest, LLMResponse, TextPart
-from tests.conftest import app_with, make_config, served
+from tests.conftest import app_serving, app_with, make_config
 from tests.fakes import FakeLLM, Inbox
 from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, mention, message_update
 
@@ -40,7 +40,7 @@ async def serving(
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
         async with (
             app_with(config, channel, llm, clock) as app,
-            served(app, channel.started),
+            app_serving(app, channel.started),
         ):
             yield app, api
 

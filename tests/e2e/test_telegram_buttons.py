@@ -17,7 +17,7 @@ from channels.telegram import TelegramChannel
 from channels.telegram.channel import PRESSED
 from gateway.app.app import App
 from gateway.knowledge.feature import KnowledgeFeature
-from tests.conftest import app_with, make_config, served
+from tests.conftest import app_serving, app_with, make_config
 from tests.fakes import FakeLLM
 from tests.fakes.telegram import (
     BASE,
@@ -52,7 +52,7 @@ async def serving(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, Fake
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
         async with app_with(config, channel, llm) as app:
             await app.feature(KnowledgeFeature).indexer.scan()
-            async with served(app, channel.started):
+            async with app_serving(app, channel.started):
                 yield app, api
 
 

@@ -17,7 +17,7 @@ import respx
 from channels.telegram import TelegramChannel
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
-from tests.conftest import app_with, make_config, served
+from tests.conftest import app_serving, app_with, make_config
 from tests.fakes import FakeLLM, run_clock_until
 from tests.fakes.telegram import BASE, TOKEN, FakeBotAPI, error, message_update
 
@@ -41,7 +41,7 @@ async def serving(
         channel = TelegramChannel(token=TOKEN, base_url=BASE)
         async with (
             app_with(config, channel, llm, clock) as app,
-            served(app, channel.started),
+            app_serving(app, channel.started),
         ):
             yield app, api
 
