@@ -14,7 +14,9 @@ COPY gateway ./gateway
 COPY channels ./channels
 COPY proactive ./proactive
 COPY vault ./vault
-RUN pip install . && rm -rf /src
+# EXTRAS="[postgres]" adds the PostgreSQL driver (compose.replicas.yaml builds it so).
+ARG EXTRAS=""
+RUN pip install ".${EXTRAS}" && rm -rf /src
 
 RUN useradd --create-home --uid 10001 iris && mkdir /data && chown iris:iris /data
 USER iris

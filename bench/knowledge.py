@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import json
 import random
 import statistics
@@ -139,6 +140,22 @@ async def index_generated(args: argparse.Namespace, work: Path) -> None:
             retriever = Retriever(store, open_local_embedder())
             await retriever.search("warm up", set(), mode=Mode.SEMANTIC)
             await latency(retriever, queries, mode)
+        # A turn as the knowledge provider makes it: the message and the previous one.
+        retriever = Retriever(store, open_local_embedder())
+        await retriever.search("warm up", set(), mode=Mode.SEMANTIC)
+        await turn_latency(retriever, queries)
+
+
+async def turn_latency(retriever: Retriever, queries: list[str]) -> None:
+    times = []
+    for previous, query in itertools.pairwise(queries):
+        started = time.perf_counter()
+        await retriever.search(query, set(), mode=Mode.HYBRID, earlier=[previous])
+        times.append((time.perf_counter() - started) * 1000)
+    print(
+        f"retrieval turn    : p50 {statistics.median(times):.1f} ms, "
+        f"p99 {percentile(times, 99):.1f} ms over {len(times)} turns (hybrid, message + previous)"
+    )
 
 
 async def latency(retriever: Retriever, queries: list[str], mode: Mode) -> None:

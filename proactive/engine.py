@@ -15,7 +15,8 @@ Iris was down run once (recorded as late), never more than `max_per_tick` at a t
 Slow loop: the passive scan on the `scan_cron` schedule in `scan_timezone` (croniter from a
 zone-aware time). Each wall-clock time of the schedule fires once: the hour repeated when
 clocks go back does not run a scan again, and a time skipped when they go forward runs at the
-first instant after the gap.
+first instant after the gap. With `periodic` (replicas sharing the vault), each scheduled time
+is claimed in the vault first (`vault/periodic.py`): every replica runs the loop, one scans.
 
 Leases are short (`[proactive] lease_s`, 60 s) and renewed every third of their length for as
 long as a tick holds the item, so a slow send never loses its item to another run, and the items
@@ -50,6 +51,7 @@ from proactive.policy import DAY_MS, HOUR_MS, utc_day_start_ms
 from proactive.settings import ProactiveSection
 from proactive.tick import TickCache
 from vault.db import Vault
+from vault.periodic import PeriodicRuns
 from vault.proactive.scan import ScanResult, scan
 from vault.proactive.store import Delivering, Item, ItemStatus, ProactiveStore
 
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 # How far back the claim reads the claimed users' sends: a local day starts less than 26 h
 # before now, and the spacing is at most a day (`[proactive] min_spacing_minutes`).
 LOOKBACK_MS = 2 * DAY_MS
+SCAN_JOB = "proactive scan"  # its name in `periodic_runs`
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +115,7 @@ class Engine:
         clock: Clock,
         config: EngineConfig,
         name: str = "engine",
+        periodic: PeriodicRuns | None = None,
     ) -> None:
         self.vault = vault
         self.store = store
@@ -119,6 +123,7 @@ class Engine:
         self.clock = clock
         self.config = config
         self.name = name
+        self.periodic = periodic
         self._run_id = uuid.uuid4().hex[:8]
         self._ticks = 0
         self._wake = asyncio.Event()
@@ -160,6 +165,11 @@ class Engine:
             at, last = next_scan(self.config.scan_cron, zone, self.clock.now_ms(), last)
             await self.clock.sleep_until(at)
             try:
+                if self.periodic is not None and not await self.periodic.claim(
+                    SCAN_JOB, at, self.clock.now_ms()
+                ):
+                    log.debug("proactive scan of %d: another replica runs it", at)
+                    continue
                 found = await self.scan()
                 log.info("proactive scan: %d new trigger(s)", found.total)
             except Exception:

@@ -24,6 +24,7 @@ from proactive.policy import PolicyConfig
 from proactive.provider import ProactiveProvider
 from proactive.settings import ProactiveSection
 from proactive.tools import ProactiveTools
+from vault.periodic import PeriodicRuns
 from vault.proactive.admin import ProactiveAdminQueries
 from vault.proactive.gate_calls import GateCalls
 from vault.proactive.log import ProactiveLog, engagement_record_hook
@@ -76,6 +77,8 @@ class ProactiveFeature:
             executor=executor,
             clock=s.clock,
             config=EngineConfig.from_section(settings),
+            # Every replica runs the scan loop; one scans per scheduled time.
+            periodic=PeriodicRuns(s.vault, s.replica_id or "this process"),
         )
         c.tool(
             *ProactiveTools(

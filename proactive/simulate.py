@@ -23,7 +23,10 @@ global quota, the one place where order would decide). User events of one step a
 together (their writes share a vault hop), their draws taken in order beforehand.
 
 This module wires concrete pieces (temporary vault, delivery, in-memory channel) for the
-`iris simulate` command only; the production wiring lives in `gateway/app/app.py`.
+`iris simulate` command only; the production wiring lives in `gateway/app/app.py`. The
+throwaway vault is an `InlineVault` (`vault/inline.py`): the same stores and transactions, its
+batches run on the event loop's thread, since nothing else uses it and the hop to a worker
+thread cost more than the SQL.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from proactive.sim_report import Send, SimUser, build_report
 from proactive.tools import ProactiveTools
 from vault.conversations import Conversations, Recorded
 from vault.db import Vault
+from vault.inline import InlineVault
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
@@ -120,7 +124,7 @@ class Simulation:
 
     async def run(self, progress: Progress | None = None) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="iris-sim-", dir=_scratch_dir()) as tmp:
-            async with Vault(Path(tmp) / "sim.db") as vault:
+            async with InlineVault(Path(tmp) / "sim.db") as vault:
                 await migrate(vault)
                 return await self._run(vault, progress or (lambda done, total: None))
 

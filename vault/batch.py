@@ -46,11 +46,16 @@ async def on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T
 
     aiosqlite offers no public call for this; `_execute` and `_conn` are the library's own
     queue-a-callable and the connection it wraps (stable for years; the dependency is pinned
-    below 0.23). This is the one place that touches them.
+    below 0.23). This and `raw_connection` are the only places that touch them.
     """
-    raw: sqlite3.Connection = conn._conn
-    result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
+    result: T = await conn._execute(fn, raw_connection(conn))  # type: ignore[no-untyped-call]
     return result
+
+
+def raw_connection(conn: aiosqlite.Connection) -> sqlite3.Connection:
+    """The sqlite3 connection an aiosqlite connection wraps (see `on_connection_thread`)."""
+    raw: sqlite3.Connection = conn._conn
+    return raw
 
 
 def _failure(exc: BaseException, what: str) -> Exception:

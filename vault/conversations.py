@@ -96,7 +96,7 @@ def open_session(raw: sqlite3.Connection, chat: int, now_ms: int) -> Any:
 
 INSERT_MESSAGE = """INSERT INTO messages (session, chat, user, role, kind, text, tokens,
                                           platform_id, at_ms)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
 
 
 def insert_message(
@@ -113,10 +113,10 @@ def insert_message(
     platform_id: str | None = None,
 ) -> int:
     """Append a message inside the caller's `Vault.run` transaction."""
-    cursor = raw.execute(
+    row = raw.execute(
         INSERT_MESSAGE, (session, chat, user, role, kind, text, tokens, platform_id, now_ms)
-    )
-    return int(cursor.lastrowid or 0)
+    ).fetchone()
+    return int(row[0])
 
 
 class Conversations:
@@ -274,10 +274,8 @@ class Conversations:
                 "UPDATE sessions SET ended_ms = ? WHERE chat = ? AND ended_ms IS NULL",
                 (now_ms, chat),
             )
-            return await tx.execute(
-                "INSERT INTO sessions (chat, started_ms, summary) VALUES (?, ?, ?)",
-                (chat, now_ms, summary),
-            )
+            sql = "INSERT INTO sessions (chat, started_ms, summary) VALUES (?, ?, ?) RETURNING id"
+            return int(await tx.scalar(sql, (chat, now_ms, summary)))
 
     async def set_timezone(self, user: int, timezone: str) -> None:
         await self.vault.write("UPDATE users SET timezone = ? WHERE id = ?", (timezone, user))

@@ -162,8 +162,8 @@ class Vault:
             await self.close()
             raise VaultError(f"cannot open vault {self.path}: {exc}") from exc
 
-    async def _connect(self, *pragmas: str) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(str(self.path), isolation_level=None)
+    async def _connect(self, *pragmas: str, **kwargs: Any) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(str(self.path), isolation_level=None, **kwargs)
         conn.row_factory = sqlite3.Row
         try:
             for pragma in (f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}", *pragmas):
@@ -292,6 +292,10 @@ class Vault:
         """Wait until every write and read submitted so far has run."""
         await self._writes.idle()
         await self._reads.idle()
+
+    def problem(self) -> str | None:
+        """Why the vault cannot be used now, else None (a local file: never down)."""
+        return None
 
     async def checkpoint(self) -> None:
         """A PASSIVE WAL checkpoint on its own connection and thread: it copies what it can

@@ -12,6 +12,9 @@ message that was recorded already a resume, never a second copy.
 waiting here is absorbed at once). A payload the intake cannot read — a platform update that
 does not translate, or a saved row from a format this version cannot parse — is kept as
 `rejected` with the reason, confirmed to the platform, and never retried.
+
+On PostgreSQL several replicas share this table; which of them runs a chat's rows, and when
+another takes them over, is the per-chat claim in `vault/intake_claims.py`.
 """
 
 from __future__ import annotations
@@ -83,6 +86,32 @@ def from_json(payload: str) -> Inbound:
         raise ValueError(f"unreadable intake payload: {type(exc).__name__}: {exc}") from exc
 
 
+def admit_in(
+    raw: sqlite3.Connection, items: Sequence[Inbound | RejectedInbound], now_ms: int
+) -> list[tuple[int, Inbound]]:
+    """`IntakeStore.admit`'s statements, for a body that does more in the same transaction
+    (the claim of each chat on PostgreSQL: `vault/intake_claims.py`)."""
+    admitted = []
+    for item in items:
+        if isinstance(item, RejectedInbound):
+            raw.execute(
+                """INSERT INTO intake (channel, key, chat_key, payload, received_ms,
+                                       state, reason)
+                   VALUES (?, ?, '', ?, ?, 'rejected', ?)
+                   ON CONFLICT (key) DO NOTHING""",
+                (item.channel, item.key, item.raw, now_ms, item.reason),
+            )
+            continue
+        row = raw.execute(
+            """INSERT INTO intake (channel, key, chat_key, payload, received_ms)
+               VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING id""",
+            (item.chat.channel, intake_key(item), item.chat.key, to_json(item), now_ms),
+        ).fetchone()
+        if row is not None:
+            admitted.append((int(row[0]), item))
+    return admitted
+
+
 class IntakeStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
@@ -94,29 +123,7 @@ class IntakeStore:
 
         A message whose key is here already (a redelivery of one still waiting) is left out.
         """
-
-        def body(raw: sqlite3.Connection) -> list[tuple[int, Inbound]]:
-            admitted = []
-            for item in items:
-                if isinstance(item, RejectedInbound):
-                    raw.execute(
-                        """INSERT INTO intake (channel, key, chat_key, payload, received_ms,
-                                               state, reason)
-                           VALUES (?, ?, '', ?, ?, 'rejected', ?)
-                           ON CONFLICT (key) DO NOTHING""",
-                        (item.channel, item.key, item.raw, now_ms, item.reason),
-                    )
-                    continue
-                row = raw.execute(
-                    """INSERT INTO intake (channel, key, chat_key, payload, received_ms)
-                       VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING id""",
-                    (item.chat.channel, intake_key(item), item.chat.key, to_json(item), now_ms),
-                ).fetchone()
-                if row is not None:
-                    admitted.append((int(row[0]), item))
-            return admitted
-
-        return await self.vault.run(body)
+        return await self.vault.run(lambda raw: admit_in(raw, items, now_ms))
 
     def finish_soon(self, row_id: int) -> None:
         """The turn ended: forget the row (write-behind; a crash before it lands replays the

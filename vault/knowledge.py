@@ -119,9 +119,10 @@ def _write_version(raw: sqlite3.Connection, v: DocumentVersion, now_ms: int) -> 
     if found is None:
         doc = raw.execute(
             """INSERT INTO knowledge_documents (title, type, status, ref_key, scope, content_hash,
-                   size, mtime_ns, tokens, indexed_ms, path) VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
+                   size, mtime_ns, tokens, indexed_ms, path) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+               RETURNING id""",
             (*values, v.tokens, now_ms, v.path),
-        ).lastrowid
+        ).fetchone()[0]
     else:
         doc = found[0]
         raw.execute("DELETE FROM knowledge_chunks WHERE document = ?", (doc,))

@@ -4,6 +4,10 @@
 `iris db restore` needs the exclusive lock, so it refuses while Iris runs on that vault. The
 lock is `flock(2)` on an open file: the kernel drops it when the process ends however it
 ends, so a crash never leaves a stale lock behind (a pid file would).
+
+On PostgreSQL (`[vault] url`) nothing is locked: replicas on several machines share the
+database by design, a file beside the unused local `path` would guard nothing (and fail on a
+read-only container file system), and `iris db restore` does not apply (pg_restore does).
 """
 
 from __future__ import annotations
@@ -40,8 +44,12 @@ def _locked(vault_path: Path, how: int, busy: str) -> Iterator[None]:
 
 
 @contextmanager
-def in_use(vault_path: Path) -> Iterator[None]:
-    """Held while Iris serves on the vault (shared: several processes may)."""
+def in_use(vault_path: Path, url: str = "") -> Iterator[None]:
+    """Held while Iris serves on the vault (shared: several processes may); a no-op when the
+    vault is the PostgreSQL database at `url`."""
+    if url:
+        yield
+        return
     with _locked(vault_path, fcntl.LOCK_SH, f"{vault_path} is being restored; try again"):
         yield
 

@@ -57,9 +57,11 @@ class Memories:
 
     async def remember(self, user: int, text: str, now_ms: int) -> int:
         async with self.vault.transaction() as tx:  # the FTS trigger writes a second table
-            memory_id = await tx.execute(
-                "INSERT INTO memories (user, text, created_ms) VALUES (?, ?, ?)",
-                (user, text, now_ms),
+            memory_id = int(
+                await tx.scalar(
+                    "INSERT INTO memories (user, text, created_ms) VALUES (?, ?, ?) RETURNING id",
+                    (user, text, now_ms),
+                )
             )
         self._has_any[user] = True
         for listener in self.added:
@@ -87,6 +89,17 @@ class Memories:
         match = fts_query(query)
         if not match:
             return []
+        if not await self.has_any(user):
+            return []
+        if self.vault.dialect == "postgresql":
+            match = or_query(match)
+        rows = await self.vault.fetchall(
+            _SEARCH[self.vault.dialect], {"match": match, "user": user, "limit": limit}
+        )
+        return [Memory(**dict(r)) for r in rows]
+
+    async def has_any(self, user: int) -> bool:
+        """Whether the user has a memory (asked once, then kept up to date by this object)."""
         if user not in self._has_any:
             found = bool(
                 await self.vault.scalar(
@@ -95,14 +108,7 @@ class Memories:
             )
             # setdefault: a remember() that finished while we read has the newer answer.
             self._has_any.setdefault(user, found)
-        if not self._has_any[user]:
-            return []
-        if self.vault.dialect == "postgresql":
-            match = or_query(match)
-        rows = await self.vault.fetchall(
-            _SEARCH[self.vault.dialect], {"match": match, "user": user, "limit": limit}
-        )
-        return [Memory(**dict(r)) for r in rows]
+        return self._has_any[user]
 
     async def forget(self, user: int, memory_id: int) -> bool:
         async with self.vault.transaction() as tx:

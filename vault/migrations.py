@@ -12,19 +12,25 @@ import logging
 from collections.abc import Sequence
 from typing import cast
 
-from gateway.core.errors import VaultError
+from gateway.core.errors import SchemaTooNew
 from vault.db import Vault
 from vault.schema import Migration
 from vault.schema_context_refresh import CONTEXT_REFRESH
 from vault.schema_delivery import DELIVERY_ORDER
 from vault.schema_intake import INTAKE
+from vault.schema_intake_claims import INTAKE_CLAIMS
 from vault.schema_knowledge import KNOWLEDGE
+from vault.schema_leases import LEASES
 from vault.schema_limits import LIMITS
+from vault.schema_message_indexes import MESSAGE_INDEXES
+from vault.schema_outbox_buttons import OUTBOX_BUTTONS
 from vault.schema_pairing import PAIRING
 from vault.schema_proactive_gate import PROACTIVE_GATE
+from vault.schema_replicas import REPLICAS
 from vault.schema_reply_history import REPLY_HISTORY
 from vault.schema_subscriptions import SUBSCRIPTIONS
 from vault.schema_suggestions import SUGGESTIONS
+from vault.schema_traces import CONTEXT_TRACES
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +261,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     CONTEXT_REFRESH,
     SUGGESTIONS,
     SUBSCRIPTIONS,
+    REPLICAS,
+    CONTEXT_TRACES,
+    INTAKE_CLAIMS,
+    LEASES,
+    MESSAGE_INDEXES,
+    OUTBOX_BUTTONS,
 )
 
 
@@ -270,10 +282,7 @@ async def migrate(vault: Vault, migrations: Sequence[Migration] = MIGRATIONS) ->
         return await migrate_pg(cast(PgVault, vault), migrations)
     current = await vault.user_version()
     if current > len(migrations):
-        raise VaultError(
-            f"vault schema version {current} is newer than this Iris ({len(migrations)}); "
-            "upgrade Iris or restore a backup"
-        )
+        raise SchemaTooNew(current, len(migrations))
     applied = []
     for version, migration in enumerate(migrations[current:], start=current + 1):
         async with vault.transaction() as tx:

@@ -5,6 +5,17 @@ or back to `pending` after a transient failure, or `failed` (definite), or `unce
 may or may not have reached the platform — a timeout after the request left, or a crash while a
 row was `sending`). Uncertain rows are never resent automatically: a duplicate is worse than a
 visible gap. The unique idempotency key makes a second enqueue of the same message a no-op.
+
+Several replicas on one PostgreSQL vault: an `Outbox` given an `owner` (the replica's id)
+stamps the rows it writes or starts sending with that owner and a lease, which
+`Delivery` renews while the replica runs (`renew`). Another replica leaves a held row alone:
+its startup recovery does not settle it, its resend does not send it, until the lease has
+expired (the holder died); then the row is settled `uncertain` if it was being sent, or sent
+in order if it was waiting. Without an owner (SQLite: one process) the columns stay NULL and
+every row is this process's.
+
+Size: a little over 400 lines: every state change of a row, its leases and its recovery after
+a crash are one state machine, read together.
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.core.messages import ChatRef, Outbound, OutboundKind
+from gateway.core.messages import Button, ChatRef, Outbound, OutboundKind
 from vault.batch import SyncBody
 from vault.conversations import insert_message
 from vault.db import Row, Vault
@@ -30,6 +41,14 @@ class OutboxRow:
     attempts: int
     # False when the idempotency key already existed and this is the earlier row.
     created: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A replica's hold on an outbox row: its id and when the hold ends unless renewed."""
+
+    owner: str
+    until_ms: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,8 +81,21 @@ def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool
 
 
 _COLUMNS = (
-    "id, idempotency_key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts"
+    "id, idempotency_key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts, "
+    "buttons"
 )
+
+
+def _buttons_json(rows: tuple[tuple[Button, ...], ...]) -> str | None:
+    return json.dumps([[[b.label, b.payload] for b in r] for r in rows]) if rows else None
+
+
+def _buttons(text: str | None) -> tuple[tuple[Button, ...], ...]:
+    if not text:
+        return ()
+    return tuple(
+        tuple(Button(label=str(b[0]), payload=str(b[1])) for b in r) for r in json.loads(text)
+    )
 
 
 def _row(row: Row, *, created: bool = True) -> OutboxRow:
@@ -76,6 +108,7 @@ def _row(row: Row, *, created: bool = True) -> OutboxRow:
             idempotency_key=row["idempotency_key"],
             reply_to=row["reply_to"] or None,
             kind=OutboundKind(row["kind"]),
+            buttons=_buttons(row["buttons"]),
         ),
         status=row["status"],
         attempts=row["attempts"],
@@ -90,16 +123,19 @@ def enqueue_in(
     *,
     status: str = "pending",
     history: History | None = None,
+    lease: Lease | None = None,
 ) -> OutboxRow:
     """Insert the row inside the caller's transaction, or return the existing one for its key.
-    With `history`, the text joins that session when the row is sent or turns uncertain."""
+    With `history`, the text joins that session when the row is sent or turns uncertain; with
+    `lease`, the row is held by that replica."""
     attempts = 1 if status == "sending" else 0
     h = history
     row = raw.execute(
         """INSERT INTO outbox (idempotency_key, channel, chat_id, thread_id, kind, text, reply_to,
                                 status, attempts, next_attempt_ms, created_ms,
-                                history_session, history_chat, history_kind, history_tokens)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                history_session, history_chat, history_kind, history_tokens,
+                                owner, lease_until, buttons)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (idempotency_key) DO NOTHING
             RETURNING id""",
         (
@@ -118,6 +154,9 @@ def enqueue_in(
             None if h is None else h.chat,
             None if h is None else h.kind,
             None if h is None else h.tokens,
+            None if lease is None else lease.owner,
+            None if lease is None else lease.until_ms,
+            _buttons_json(out.buttons),
         ),
     ).fetchone()
     if row is None:
@@ -150,7 +189,11 @@ BEHIND = "waiting behind an earlier message to this chat"
 
 
 def enqueue_in_order_in(
-    raw: sqlite3.Connection, out: Outbound, now_ms: int, history: History | None = None
+    raw: sqlite3.Connection,
+    out: Outbound,
+    now_ms: int,
+    history: History | None = None,
+    lease: Lease | None = None,
 ) -> tuple[OutboxRow, bool]:
     """The row, ready to send (`sending`, attempt 1) — or `pending` behind an earlier open row
     of the same chat, and True, so that it goes out after that one."""
@@ -159,34 +202,53 @@ def enqueue_in_order_in(
         f"SELECT 1 FROM outbox WHERE {_OPEN} AND {_SAME_CHAT} LIMIT 1",
         (chat.channel, chat.chat_id, chat.thread_id),
     ).fetchone()
-    row = enqueue_in(raw, out, now_ms, status="pending" if behind else "sending", history=history)
+    status = "pending" if behind else "sending"
+    row = enqueue_in(raw, out, now_ms, status=status, history=history, lease=lease)
     if behind is not None and row.created:
         raw.execute("UPDATE outbox SET last_error = ? WHERE id = ?", (BEHIND, row.id))
     return row, behind is not None
 
 
+# A row this replica may act on: not held by another live replica.
+_FREE = "(o.owner IS NULL OR o.owner = ? OR o.lease_until <= ?)"
+
+
 class Outbox:
-    def __init__(self, vault: Vault) -> None:
+    def __init__(self, vault: Vault, *, owner: str | None = None, lease_ms: int = 30_000) -> None:
+        """`owner`: this replica's id when replicas share the vault (rows are leased to it for
+        `lease_ms`, renewed by `renew`); None: this process is the only one (SQLite)."""
         self.vault = vault
+        self.owner = owner
+        self.lease_ms = lease_ms
+
+    def lease(self, now_ms: int) -> Lease | None:
+        return None if self.owner is None else Lease(self.owner, now_ms + self.lease_ms)
 
     async def enqueue_in_order(
         self, out: Outbound, now_ms: int, history: History | None = None
     ) -> tuple[OutboxRow, bool]:
         """`enqueue_in_order_in` in one write: (the row, whether it waits behind another)."""
-        return await self.vault.run(lambda raw: enqueue_in_order_in(raw, out, now_ms, history))
+        lease = self.lease(now_ms)
+        return await self.vault.run(
+            lambda raw: enqueue_in_order_in(raw, out, now_ms, history, lease)
+        )
 
-    async def first_waiting(self, limit: int = 500) -> list[WaitingRow]:
-        """Pending rows that are first in their chat, soonest due first."""
+    async def first_waiting(self, limit: int = 500, now_ms: int = 0) -> list[WaitingRow]:
+        """Pending rows that are first in their chat (counting every replica's), soonest due
+        first; with an owner, only those no other live replica holds."""
+        free, params = "", (limit,)  # type: tuple[str, tuple[object, ...]]
+        if self.owner is not None:
+            free, params = f"AND {_FREE}", (self.owner, now_ms, limit)
         rows = await self.vault.fetchall(
             f"""SELECT {_COLUMNS}, next_attempt_ms, created_ms,
                        attempts > 0 OR last_error IS NOT NULL AS touched
                 FROM outbox AS o
-                WHERE status = 'pending' AND NOT EXISTS (
+                WHERE status = 'pending' {free} AND NOT EXISTS (
                     SELECT 1 FROM outbox AS p WHERE p.status IN ('pending', 'sending')
                        AND p.channel = o.channel AND p.chat_id = o.chat_id
                        AND p.thread_id IS o.thread_id AND p.id < o.id)
                 ORDER BY next_attempt_ms, id LIMIT ?""",
-            (limit,),
+            params,
         )
         return [
             WaitingRow(
@@ -203,16 +265,38 @@ class Outbox:
         return int(await self.vault.scalar("SELECT coalesce(max(id), 0) FROM outbox"))
 
     async def enqueue(self, out: Outbound, now_ms: int, *, status: str = "pending") -> OutboxRow:
-        return await self.vault.run(lambda raw: enqueue_in(raw, out, now_ms, status=status))
-
-    async def mark_sending(self, row_id: int) -> bool:
-        """Claim a pending row for one attempt; False if it is no longer pending."""
-        changed = await self.vault.write_rowcount(
-            """UPDATE outbox SET status = 'sending', attempts = attempts + 1
-               WHERE id = ? AND status = 'pending'""",
-            (row_id,),
+        lease = self.lease(now_ms)
+        return await self.vault.run(
+            lambda raw: enqueue_in(raw, out, now_ms, status=status, lease=lease)
         )
+
+    async def mark_sending(self, row_id: int, now_ms: int = 0) -> bool:
+        """Claim a pending row for one attempt; False if it is no longer pending (or another
+        live replica holds it)."""
+        if self.owner is None:
+            changed = await self.vault.write_rowcount(
+                """UPDATE outbox SET status = 'sending', attempts = attempts + 1
+                   WHERE id = ? AND status = 'pending'""",
+                (row_id,),
+            )
+        else:
+            changed = await self.vault.write_rowcount(
+                f"""UPDATE outbox AS o SET status = 'sending', attempts = attempts + 1,
+                       owner = ?, lease_until = ?
+                    WHERE id = ? AND status = 'pending' AND {_FREE}""",
+                (self.owner, now_ms + self.lease_ms, row_id, self.owner, now_ms),
+            )
         return changed == 1
+
+    async def renew(self, now_ms: int) -> int:
+        """Extend this replica's hold on its open rows; how many. (No owner: nothing to do.)"""
+        if self.owner is None:
+            return 0
+        return await self.vault.write_rowcount(
+            """UPDATE outbox SET lease_until = ?
+               WHERE owner = ? AND status IN ('pending', 'sending')""",
+            (now_ms + self.lease_ms, self.owner),
+        )
 
     async def mark_sent(
         self,
@@ -278,17 +362,25 @@ class Outbox:
         sql += f", {sets}" if sets else ""
         await self.vault.write(sql + " WHERE id = ?", (status, error, *extra.values(), row_id))
 
-    async def recover_after_crash(self, now_ms: int) -> int:
+    async def recover_after_crash(self, now_ms: int, *, at_start: bool = True) -> int:
         """Rows left `sending` by a crash may have been delivered: mark them uncertain, their
-        texts joining their histories (as a live uncertain send's does)."""
+        texts joining their histories (as a live uncertain send's does). With an owner, only
+        rows no live replica holds: unowned, expired, or (`at_start`) this replica's own,
+        left by its previous run under the same id."""
+        where, params = "status = 'sending'", ()  # type: tuple[str, tuple[object, ...]]
+        if self.owner is not None:
+            mine = "o.owner = ? OR" if at_start else "o.owner != ? AND"
+            where += f" AND (o.owner IS NULL OR {mine} o.lease_until <= ?)"
+            params = (self.owner, now_ms)
 
         def recover(raw: sqlite3.Connection) -> int:
             ids = [
                 int(r[0])
                 for r in raw.execute(
-                    """UPDATE outbox SET status = 'uncertain',
+                    f"""UPDATE outbox AS o SET status = 'uncertain',
                               last_error = 'process stopped during the send'
-                       WHERE status = 'sending' RETURNING id"""
+                       WHERE {where} RETURNING id""",
+                    params,
                 ).fetchall()
             ]
             for row_id in sorted(ids):

@@ -158,13 +158,13 @@ class SubscriptionStore:
                 cur = raw.execute(
                     "INSERT INTO subscription_events "
                     "(id, subscription, chat, payload, delivery, next_attempt_ms, created_ms) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
                     (
                         event.id, sub_id, event.chat, json.dumps(event.payload),
                         "queued" if webhook else "stored", now_ms if webhook else None, now_ms,
                     ),
                 )  # fmt: skip
-                seqs.append(int(cur.lastrowid or 0))
+                seqs.append(int(cur.fetchone()[0]))
             raw.execute(
                 "UPDATE subscriptions SET last_triggered_ms = ? WHERE id = ?", (now_ms, sub_id)
             )
@@ -246,6 +246,18 @@ class SubscriptionStore:
             raw.execute("UPDATE subscriptions SET failures = 0 WHERE id = ?", (sub_id,))
 
         await self.vault.run(body)
+
+    async def set_enabled(self, sub_id: str, enabled: bool, reason: str | None) -> bool:
+        """Turn a live subscription on (its failure count starts again at 0) or off with a
+        reason; False if there is no live subscription of that id."""
+        return bool(
+            await self.vault.write_rowcount(
+                "UPDATE subscriptions SET enabled = ?, disabled_reason = ?, "
+                "failures = CASE WHEN ? = 1 THEN 0 ELSE failures END "
+                "WHERE id = ? AND deleted_ms IS NULL",
+                (int(enabled), None if enabled else reason, int(enabled), sub_id),
+            )
+        )
 
     async def failed(
         self, seq: int, sub_id: str, *, retry_at_ms: int | None, max_failures: int, reason: str

@@ -82,6 +82,12 @@ class TypeCounts:
 class SuggestionStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
+        # The chats with a used item not yet given to the model (read once, then kept by
+        # `decide` and `take_used`), so `take_used` does not write in every turn. Only on
+        # SQLite, where this process is the only one deciding; replicas sharing PostgreSQL
+        # always look.
+        self._unapplied: set[int] = set()
+        self._unapplied_read = False
 
     # --- what the finder reads ----------------------------------------------------------
 
@@ -97,6 +103,15 @@ class SuggestionStore:
             (user, chat, before_ms, limit),
         )
         return [FollowUp(**dict(r)) for r in rows]
+
+    async def has_followups(self, user: int, chat: int, *, before_ms: int) -> bool:
+        """Whether `followups` would find anything (one indexed probe instead of the rows)."""
+        found = await self.vault.scalar(
+            """SELECT EXISTS (SELECT 1 FROM proactive_intents
+               WHERE user = ? AND chat = ? AND status = 'pending' AND created_at < ?)""",
+            (user, chat, before_ms),
+        )
+        return bool(found)
 
     async def last_given(self, chat: int, documents: Collection[int]) -> dict[int, str]:
         """The content hash of each document's latest injection in this chat (any session)."""
@@ -181,11 +196,11 @@ class SuggestionStore:
                 cur = raw.execute(
                     """INSERT INTO suggestions (chat, user, block, ordinal, item_key, type, title,
                            summary, content, relevance, reason, created_ms)
-                       VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
                     (chat, user, n, item.item_key, item.type, item.title, item.summary,
                      item.content, item.relevance, item.reason, now_ms),
                 )  # fmt: skip
-                ids.append(int(cur.lastrowid or 0))
+                ids.append(int(cur.fetchone()[0]))
             if ids:
                 raw.execute(
                     "UPDATE suggestions SET block = ? WHERE id IN (SELECT value FROM json_each(?))",
@@ -219,6 +234,8 @@ class SuggestionStore:
 
     async def decide(self, suggestion: int, chat: int, status: str, now_ms: int) -> bool:
         """shown -> used | dismissed, for a suggestion of this chat; False otherwise."""
+        if status == "used":
+            self._unapplied.add(chat)  # before the write: a turn after it will look
         changed = await self.vault.write_rowcount(
             """UPDATE suggestions SET status = ?, decided_ms = ?
                WHERE id = ? AND chat = ? AND status = 'shown'""",
@@ -228,6 +245,17 @@ class SuggestionStore:
 
     async def take_used(self, chat: int, now_ms: int) -> list[SuggestionRow]:
         """Used items of this chat not yet given to the model; marked given."""
+        if self.vault.dialect == "sqlite":
+            if not self._unapplied_read:
+                rows = await self.vault.fetchall(
+                    "SELECT DISTINCT chat FROM suggestions "
+                    "WHERE status = 'used' AND applied_ms IS NULL"
+                )
+                self._unapplied.update(r[0] for r in rows)
+                self._unapplied_read = True
+            if chat not in self._unapplied:
+                return []
+            self._unapplied.discard(chat)  # taken below (a `decide` meanwhile adds it again)
 
         def body(raw: sqlite3.Connection) -> list[SuggestionRow]:
             rows = raw.execute(
@@ -242,7 +270,11 @@ class SuggestionStore:
             )
             return [_row(r) for r in rows]
 
-        return await self.vault.run(body)
+        try:
+            return await self.vault.run(body)
+        except BaseException:
+            self._unapplied.add(chat)  # not taken: look again next time
+            raise
 
     async def type_counts(self, since_ms: int = 0) -> dict[str, TypeCounts]:
         """Per item type: shown (every status but pending), used, dismissed."""

@@ -9,7 +9,10 @@ Telegram redelivers). The router then schedules and tracks the turns, keeps a ch
 runs chats concurrently; it never waits for a reply here. An update that does not translate is
 saved as rejected and confirmed, never redelivered forever. A poll that fails raises
 `ChannelUnavailable`, so the app's supervisor restarts the channel with backoff; health shows
-the gap and why. Every Bot API error is mapped into our tree by `errors.py` in this package.
+the gap and why. A 409 from getUpdates (a second poller on the token, e.g. another deployment)
+is an alarm: logged once when it starts and once when it ends, and health is not ok until a
+poll succeeds again (the supervisor's backoff keeps it from being a tight loop). Every Bot API
+error is mapped into our tree by `errors.py` in this package.
 
 Sending splits on the UTF-16 budget before formatting, sends HTML, and resends a chunk as
 plain text when Telegram cannot parse it. A multi-chunk reply remembers how far it got, so a
@@ -54,6 +57,7 @@ from telegram.request import HTTPXRequest
 from channels.common import ChunkProgress
 from gateway.core.clock import wall_ms
 from gateway.core.errors import (
+    ChannelConflict,
     ChannelUnavailable,
     DeliveryTransient,
     FatalChannelError,
@@ -154,6 +158,7 @@ class TelegramChannel:
         self._last_inbound_ms: int | None = None
         self._last_ok_ms: int | None = None
         self._detail = "not started"
+        self._conflict: str | None = None  # the 409 alarm, until a poll succeeds again
         # Set while the channel is connected and handing updates over (tests wait on it).
         self.started = asyncio.Event()
 
@@ -189,7 +194,9 @@ class TelegramChannel:
 
     def health(self) -> ChannelHealth:
         connected, detail = self._connected, self._detail
-        if connected and self._mode == "polling":
+        if self._conflict is not None:
+            connected, detail = False, self._conflict
+        elif connected and self._mode == "polling":
             # A poll returns at least every poll_timeout_s; much longer means it is stuck.
             stale_ms = (self._poll_timeout_s * 2 + 30) * 1000
             if self._now_ms() - (self._last_ok_ms or 0) > stale_ms:
@@ -224,6 +231,10 @@ class TelegramChannel:
                 await asyncio.Event().wait()  # updates arrive through the webhook route
         except (FatalChannelError, ChannelUnavailable) as exc:
             self._detail = str(exc)  # health says why until the supervisor's restart succeeds
+            if isinstance(exc, ChannelConflict) and self._conflict is None:
+                log.error("telegram: ALARM %s; only one process may poll a bot token "
+                          "(retrying with backoff)", exc)  # fmt: skip
+                self._conflict = str(exc)
             raise
         finally:
             self.started.clear()
@@ -264,6 +275,9 @@ class TelegramChannel:
             updates = await self._get_updates()
             self._last_ok_ms = self._now_ms()
             self._detail = "polling"
+            if self._conflict is not None:
+                log.warning("telegram: the 409 conflict is over; polling again")
+                self._conflict = None
             if not updates:
                 continue
             await self._save([self._translate(u, me) for u in updates], on_inbound)

@@ -6,8 +6,8 @@ Every Bot API call of the channel runs inside one of these blocks, and each rais
 - `map_send_errors()` — sendMessage, sendChatAction: `DeliveryTransient` (with
   `retry_after_s` for a 429), `DeliveryUncertain`, `DeliveryPermanent` or `ChatUnreachable`.
 - `map_link_errors(call)` — getMe, deleteWebhook, setWebhook, getUpdates: a rejected token is
-  `FatalChannelError`; anything else, a 409 conflict included, is `ChannelUnavailable` for the
-  app's supervisor to retry with backoff.
+  `FatalChannelError`; a 409 conflict (another poller on the token) is `ChannelConflict`, an
+  alarm; anything else is `ChannelUnavailable`. The app's supervisor retries both with backoff.
 - `best_effort(call)` — setMyCommands: a missing command menu must not keep the bot offline,
   so a failure is only logged.
 
@@ -43,6 +43,7 @@ from telegram.error import (
 )
 
 from gateway.core.errors import (
+    ChannelConflict,
     ChannelUnavailable,
     ChatUnreachable,
     DeliveryPermanent,
@@ -90,7 +91,7 @@ def map_link_errors(call: str) -> Iterator[None]:
             f"Telegram rejected TELEGRAM_BOT_TOKEN ({call}): check the token"
         ) from exc
     except Conflict as exc:
-        raise ChannelUnavailable(
+        raise ChannelConflict(
             f"telegram {call}: conflict (409), another poller or a webhook uses this token"
         ) from exc
     except TelegramError as exc:

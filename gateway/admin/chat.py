@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from gateway.admin.access import AccessCommands
 from gateway.admin.stats import Stats, render
-from gateway.agent.context import TraceStore
+from gateway.agent.traces import TraceStore
 from gateway.core.errors import UserInputError
 from gateway.core.messages import UserRef
 from gateway.core.ports import Clock
@@ -135,9 +135,9 @@ class AdminCommands:
         return "\n".join(lines)
 
     async def _trace(self, call: CommandCall, args: str) -> str:
-        trace = self.traces.get(call.scope.chat.key)
+        trace = await self.traces.latest(call.scope.chat.key)
         if trace is None:
-            return "No model request in this chat since Iris started."
+            return "No model request in this chat yet."
         kept = "\n".join(f"  - {k}" for k in trace.kept)
         return f"{trace.render()}\nKept:\n{kept}"
 

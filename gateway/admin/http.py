@@ -23,6 +23,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebHandler, WebRoute
+from gateway.core.replica import Replica
 from gateway.turns.delivery_health import DeliveryProblem
 
 log = logging.getLogger(__name__)
@@ -135,9 +136,13 @@ def _adapt(handler: WebHandler) -> Callable[[web.Request], Awaitable[web.StreamR
 
 
 def health_report(
-    healths: Sequence[ChannelHealth], delivery: Mapping[str, DeliveryProblem] | None = None
+    healths: Sequence[ChannelHealth],
+    delivery: Mapping[str, DeliveryProblem] | None = None,
+    replica: Replica | None = None,
 ) -> dict[str, object]:
-    """The `/healthz` document: `ok` only if every channel is connected and can deliver.
+    """The `/healthz` document: `ok` only if every channel is connected and can deliver, and
+    this replica raises no alarm. It names the replica and the roles it leads (with several
+    replicas on one vault, each answers for itself).
 
     Each channel judges its own link's staleness (a poller knows its poll period; an events
     endpoint may be quiet for hours and still be fine); `delivery` names the channels whose
@@ -164,15 +169,27 @@ def health_report(
             delivery_failing_since_ms=problem.since_ms,
         )
         lines.append(f"{name}: cannot deliver: {problem.reason}")
-    return {"ok": not lines, "problems": lines, "channels": channels}
+    if replica is None:
+        return {"ok": not lines, "problems": lines, "channels": channels}
+    lines.extend(f"alarm: {name}: {reason}" for name, reason in sorted(replica.alarms.items()))
+    return {
+        "ok": not lines,
+        "problems": lines,
+        "channels": channels,
+        "replica": replica.id,
+        "leaderships": sorted(replica.leaderships),
+        "alarms": dict(replica.alarms),
+    }
 
 
 def health_route(
     collect: Callable[[], Sequence[ChannelHealth]],
     delivery: Callable[[], Mapping[str, DeliveryProblem]] | None = None,
+    replica: Replica | None = None,
 ) -> WebRoute:
     async def healthz(request: WebRequest) -> WebResponse:
-        report = health_report(collect(), delivery() if delivery is not None else None)
+        problems = delivery() if delivery is not None else None
+        report = health_report(collect(), problems, replica)
         return WebResponse(
             status=200 if report["ok"] else 503,
             body=json.dumps(report),

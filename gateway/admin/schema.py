@@ -213,9 +213,23 @@ class ScanCounts(RootModel[dict[str, int]]):
     pass
 
 
+class ReplicaSeen(_Out):
+    id: str
+    started_ms: int
+    last_seen_ms: int
+    leaderships: list[str]
+
+
+class Replicas(_Out):
+    replicas: list[ReplicaSeen]
+    # counter name -> label values joined by "," -> the sum over the replicas listed
+    counters: dict[str, dict[str, float]]
+
+
 class UsageStats(_Out):
     last_24h: dict[str, Any] = Field(alias="24h")
     last_30d: dict[str, Any] = Field(alias="30d")
+    replicas: Replicas | None = None  # the replicas seen in the last minute
 
 
 class Document(_Out):

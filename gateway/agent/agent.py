@@ -24,10 +24,11 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 
-from gateway.agent.context import ContextPipeline, ContextTrace, TraceStore
+from gateway.agent.context import ContextPipeline, ContextTrace
 from gateway.agent.loop import run_tool_loop
 from gateway.agent.model_health import ModelHealth
 from gateway.agent.tools import ToolRegistry
+from gateway.agent.traces import TraceStore
 from gateway.core.budget import CallGuard
 from gateway.core.clock import SystemClock
 from gateway.core.errors import (
@@ -183,7 +184,7 @@ class Agent:
             system_stable=assembled.system_stable,
             system_dynamic=assembled.system_dynamic,
             messages=tuple(assembled.messages),
-            tools=self.tools.specs_for(scope),
+            tools=await self.tools.offered_specs(scope),
             max_tokens=self.max_tokens,
             payer=payer_of(scope),
         )

@@ -55,7 +55,7 @@ def _message_to_wire(message: LLMMessage) -> dict[str, Any]:
 
 
 def build_params(request: LLMRequest, default_model: str) -> dict[str, Any]:
-    """The `messages.create` keyword arguments for a request (pure; unit-tested)."""
+    """The `messages.create` body of a request (pure; unit-tested)."""
     system: list[dict[str, Any]] = [
         {"type": "text", "text": request.system_stable, "cache_control": _CACHE}
     ]
@@ -77,6 +77,19 @@ def build_params(request: LLMRequest, default_model: str) -> dict[str, Any]:
         if request.tool_choice:
             params["tool_choice"] = {"type": "tool", "name": request.tool_choice}
     return params
+
+
+def encode_body(params: dict[str, Any]) -> bytes:
+    """The request body as the SDK would send it, encoded once.
+
+    `messages.create` first copies the whole request tree (to read file inputs we never send)
+    and then encodes it, on every attempt: with a dozen tool schemas and the history that was
+    about a third of the client's CPU per call. The body is plain JSON types, so it is encoded
+    here, once, and posted as it is (`AsyncAnthropic.post`: the same headers, retries of ours,
+    errors and response parsing as `messages.create`, whose timeout rule we never use since
+    every call gives its own timeout).
+    """
+    return json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def parse_response(message: Any) -> LLMResponse:
@@ -192,7 +205,7 @@ class AnthropicLLM:
         await self._client.close()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        params = build_params(request, self.model)
+        body = encode_body(build_params(request, self.model))
         deadline_s = self.deadline_s if request.deadline_s is None else request.deadline_s
         ends = time.monotonic() + deadline_s
         attempt = 0
@@ -202,8 +215,11 @@ class AnthropicLLM:
             if left <= 0:
                 raise ModelUnavailable(f"no answer from the model API within {deadline_s:.3g} s")
             try:
-                message = await self._client.messages.create(
-                    **params, timeout=min(self.timeout_s, left)
+                message = await self._client.post(
+                    "/v1/messages",
+                    cast_to=anthropic.types.Message,
+                    content=body,
+                    options={"timeout": min(self.timeout_s, left)},
                 )
             except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
                 error = map_error(exc)

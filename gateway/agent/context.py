@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
@@ -160,23 +159,6 @@ class Assembled:
     system_dynamic: str
     messages: tuple[LLMMessage, ...]
     trace: ContextTrace
-
-
-class TraceStore:
-    """The last trace per chat, bounded (LRU)."""
-
-    def __init__(self, capacity: int = 1000) -> None:
-        self._traces: OrderedDict[str, ContextTrace] = OrderedDict()
-        self._capacity = capacity
-
-    def put(self, trace: ContextTrace) -> None:
-        self._traces[trace.chat_key] = trace
-        self._traces.move_to_end(trace.chat_key)
-        while len(self._traces) > self._capacity:
-            self._traces.popitem(last=False)
-
-    def get(self, chat_key: str) -> ContextTrace | None:
-        return self._traces.get(chat_key)
 
 
 AfterAssembly = Callable[[Scope, list[ContextItem]], Awaitable[None]]

@@ -5,6 +5,14 @@ model sees from it and validates every call against it. Whatever goes wrong — 
 invalid arguments, a `ToolError`, or a bug — becomes an `is_error` tool result, so the model
 can recover and the turn goes on. Admin-only tools are offered only in admins' turns.
 
+A tool may say when it is worth offering (`offered`, e.g. document search only once documents
+are indexed): every tool offered costs the request its schema (the SDK copies and encodes it,
+the model reads it). `offered_specs` asks those predicates for the turn; the same set of tools
+always gives the same tuple of specs, so the bytes of the cached prompt prefix stay identical,
+and the set only changes when a predicate's answer does (documents indexed, a first memory):
+predicates should answer from state that changes that rarely. A tool not offered still answers
+if the model calls it.
+
 A tool marked `proactive` is also offered to the proactive gate (`ToolRegistry.proactive`),
 where the model decides about a follow-up with no user present: the tool's owner marks what
 makes sense then (remembering, follow-ups, knowledge), the gate offers nothing else.
@@ -14,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -26,6 +34,7 @@ from gateway.core.scope import Scope
 log = logging.getLogger(__name__)
 
 ToolHandler = Callable[[Scope, Any], Awaitable[str]]
+Offered = Callable[[Scope], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +45,8 @@ class Tool:
     handler: ToolHandler
     admin_only: bool = False
     proactive: bool = False  # also offered to the proactive gate
+    # Whether to offer it in this turn (None: always); asked by `offered_specs`.
+    offered: Offered | None = field(default=None, compare=False)
 
     def spec(self) -> ToolSpec:
         schema = self.args.model_json_schema()
@@ -48,6 +59,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._specs: dict[bool, tuple[ToolSpec, ...]] = {}
         self._gate_specs: tuple[ToolSpec, ...] = ()
+        self._by_set: dict[tuple[bool, frozenset[str]], tuple[ToolSpec, ...]] = {}
 
     def register(self, *tools: Tool) -> None:
         for tool in tools:
@@ -62,9 +74,24 @@ class ToolRegistry:
         self._gate_specs = tuple(
             t.spec() for t in self._tools.values() if t.proactive and not t.admin_only
         )
+        self._by_set.clear()
 
     def specs_for(self, scope: Scope) -> tuple[ToolSpec, ...]:
         return self._specs.get(scope.is_admin, ())
+
+    async def offered_specs(self, scope: Scope) -> tuple[ToolSpec, ...]:
+        """`specs_for(scope)` less the tools whose `offered` says no for this turn."""
+        specs = self._specs.get(scope.is_admin, ())
+        left_out = frozenset(
+            [t.name for t in self._tools.values() if t.offered and not await t.offered(scope)]
+        )
+        if not left_out:
+            return specs
+        key = (scope.is_admin, left_out)
+        found = self._by_set.get(key)
+        if found is None:
+            found = self._by_set[key] = tuple(s for s in specs if s.name not in left_out)
+        return found
 
     def proactive_specs(self) -> tuple[ToolSpec, ...]:
         return self._gate_specs

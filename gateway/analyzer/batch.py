@@ -6,8 +6,9 @@ confirmation model); each output line judges the last message with the earlier o
 session's history: `{"id", "suggestion", "frustration", "topic_shift", "mode", "score",
 "keywords"}`. This judges detection only — live cooldowns depend on time and earlier tips,
 which a file does not have. With embeddings (`semantic`) the messages are embedded as a live
-chat would; with a confirmer, a near-threshold case is put to the model exactly as in a live
-chat, failing closed. A malformed line is reported on stderr with its line number and
+chat would: only those the verdict depends on (`lazy.py`), so a message the structural rules
+settle has no score; with a confirmer, a near-threshold case is put to the model exactly as
+in a live chat, failing closed. A malformed line is reported on stderr with its line number and
 skipped; the exit code is then 1.
 """
 
@@ -19,7 +20,8 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from gateway.analyzer.confirm import Confirmer, ModelCall, decide
-from gateway.analyzer.detect import Analysis, Params, judge_conversation
+from gateway.analyzer.detect import Analysis, Params, judge_conversation, replay
+from gateway.analyzer.lazy import judge_lazily
 from gateway.analyzer.semantic import SemanticSide
 
 
@@ -74,15 +76,19 @@ async def judge(
     confirm: tuple[Confirmer, ModelCall] | None = None,
     semantic: SemanticSide | None = None,
 ) -> Analysis:
-    vectors = None
-    complaint = None
     if semantic is not None and semantic.embedder is not None:
-        vectors = [await semantic.embed(m) for m in case.messages[-window - 1 :]]
-        last = vectors[-1]
-        complaint = semantic.complaint_similarity(last) if last is not None else None
-    analysis = judge_conversation(
-        case.messages, params, window, vectors=vectors, complaint=complaint
-    )
+        side, earlier = semantic, case.messages[:-1][-window:]
+
+        async def earlier_vectors() -> list[tuple[float, ...]]:
+            found = [await side.embed(m) for m in earlier]
+            return [v for v in found if v is not None]
+
+        judgement = await judge_lazily(
+            side, case.messages[-1], replay(case.messages[:-1], window), params, earlier_vectors
+        )
+        analysis = judgement.analysis
+    else:
+        analysis = judge_conversation(case.messages, params, window)
     if confirm is None or not analysis.near(params):
         return analysis
     confirmer, call = confirm

@@ -22,6 +22,10 @@ and is close to one of the generic complaints (`Params.complaint_threshold`).
 
 `margin` is the topic score minus its threshold: the confirmation model is asked only when it
 is small (`near`), on either side.
+
+The structural side alone (`read`) tells whether the verdict can depend on the message's
+embedding at all (`needs_vector`): the caller embeds only then (`lazy.py`), and a message that
+is frustrated by rule or cannot be a shift is `settled` without a topic score.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class Params:
     # Lexical mode: the session needs this many recent keywords before its topic is judged.
     min_keywords: int = 5
     # Semantic mode: similarity to the recent messages below this is a candidate shift.
-    semantic_threshold: float = 0.82
+    semantic_threshold: float = 0.83
     # Semantic mode: the keyword overlap, times this, is added to the similarity.
     lexical_weight: float = 0.03
     # An explicit cue ("by the way") raises either threshold by this much.
@@ -99,6 +103,41 @@ def is_frustrated(text: str) -> bool:
     return complains(strip_quoted(text))
 
 
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What the structural rules make of a message on their own (no vectors)."""
+
+    words: tuple[str, ...]  # its keywords (quotes, code and reported speech blanked)
+    quotes: bool  # it quotes or reports someone
+    complains: bool  # a frustration rule matched the user's own words
+    cue: bool  # an explicit cue ("by the way")
+    candidate: bool  # the structural rules allow a topic shift here
+
+
+def read(text: str) -> Reading:
+    own = strip_quoted(text)
+    words = keywords(own)
+    quotes = own != text
+    cue = has_cue(own)
+    candidate = bool(words) and (cue or (asks(own) and not quotes and not points_back(own)))
+    return Reading(words, quotes, complains(own), cue, candidate)
+
+
+def needs_vector(reading: Reading) -> bool:
+    """Can the verdict on this message depend on its embedding? Not when a frustration rule
+    already matched (the tip is /compact whatever the topic), nor when it quotes someone and
+    cannot be a shift (quoted words are never the user's complaint)."""
+    return not reading.complains and (reading.candidate or not reading.quotes)
+
+
+def settled(reading: Reading, *, frustration: bool) -> Analysis:
+    """The analysis of a message whose topic was not judged because no verdict depends on it
+    (it is frustrated, or it cannot be a shift): semantic mode, no score."""
+    return Analysis(
+        frustration=frustration, topic_shift=False, keywords=reading.words, mode=Mode.SEMANTIC
+    )
+
+
 def analyze(
     text: str,
     recent: Sequence[Sequence[str]],
@@ -107,20 +146,19 @@ def analyze(
     vector: Vector | None = None,
     recent_vectors: Sequence[Vector] = (),
     complaint: float | None = None,
+    reading: Reading | None = None,
 ) -> Analysis:
     """Judge `text` against the session's recent user messages (oldest first).
 
     `recent` holds their keywords; `vector`/`recent_vectors` the embeddings when known;
-    `complaint` the message's similarity to the generic complaints.
+    `complaint` the message's similarity to the generic complaints; `reading` what `read`
+    made of `text`, when the caller has it already.
     """
-    own = strip_quoted(text)
-    words = keywords(own)
-    quotes = own != text
-    frustration = complains(own) or (
-        complaint is not None and not quotes and complaint >= params.complaint_threshold
+    r = reading or read(text)
+    words, candidate, cue = r.words, r.candidate, r.cue
+    frustration = r.complains or (
+        complaint is not None and not r.quotes and complaint >= params.complaint_threshold
     )
-    cue = has_cue(own)
-    candidate = bool(words) and (cue or (asks(own) and not quotes and not points_back(own)))
     similarity = (
         topic_similarity(vector, recent_vectors)
         if vector is not None and len(recent_vectors) >= MIN_RECENT_MESSAGES
@@ -161,6 +199,14 @@ def advance(recent: Sequence[Sequence[str]], words: Sequence[str], window: int) 
     return kept
 
 
+def replay(messages: Sequence[str], window: int) -> list[list[str]]:
+    """The recent-keywords window after these messages (oldest first)."""
+    recent: list[list[str]] = []
+    for text in messages:
+        recent = advance(recent, keywords(strip_quoted(text)), window)
+    return recent
+
+
 def judge_conversation(
     messages: Sequence[str],
     params: Params = Params(),
@@ -177,9 +223,7 @@ def judge_conversation(
     """
     if not messages:
         raise ValueError("a conversation needs at least one message")
-    recent: list[list[str]] = []
-    for text in messages[:-1]:
-        recent = advance(recent, keywords(strip_quoted(text)), window)
+    recent = replay(messages[:-1], window)
     if vectors is None or vectors[-1] is None:
         return analyze(messages[-1], recent, params)
     earlier = [v for v in vectors[:-1][-window:] if v is not None]

@@ -3,11 +3,14 @@
 Phrases like "forget that", "let us start over", "reset everything", "you're confused",
 "that's not what I asked", "ti ho già detto", "você não está me ouvindo", matched in
 clause-initial position or as fixed complaints in English, German, French, Spanish, Italian,
-Portuguese, Russian and Japanese. The same words about the work do not count: "start over" and
-"reset everything" must end their clause ("start over the migration from the checkpoint" is a
-task). The caller blanks quoted text, code and reported speech first (`quoting.py`), and a
-complaint inside a task ("translate …", "write a reply saying …") does not count. Every pattern
-is compiled once at import.
+Portuguese, Dutch, Russian and Japanese. Besides fixed phrases, a few shapes: a correction
+("no, I said …", "nein, ich habe doch gesagt …"), the user's words not taken in ("read what
+I wrote", "lies genau", "you ignored …", "you misunderstood"), a repeated mistake ("you got
+… wrong again", "that's the third time you …", "why are you …ing … again"). The same words
+about the work do not count: "start over" and "reset everything" must end their clause
+("start over the migration from the checkpoint" is a task). The caller blanks quoted text,
+code and reported speech first (`quoting.py`), and a complaint inside a task ("translate …",
+"write a reply saying …") does not count. Every pattern is compiled once at import.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ _LEAD = (
 _CLAUSE_PHRASES = (
     r"forget (?:it|that|this|all (?:of )?(?:that|this)|everything(?: (?:i|we) (?:said|discussed))?"
     r"|what i (?:said|asked|wrote))\b(?! (?:to|when|in|on|at|file|folder|key|entry))",
-    r"(?:let's |let us |can we |could we |we should |i want to |i'd like to |just )?"
+    r"(?:(?:let's|let us|can we|could we|we should|i want to|i'd like to) )?(?:just )?"
     r"(?:start (?:over|again|afresh|fresh|from scratch)|begin again)"
     r"\s*(?:$|[.!?,;]|please\b|then\b)",
     r"(?:let's |can we |could we |please )?(?:just )?(?:reset|restart|wipe|clear)"
@@ -41,7 +44,18 @@ _CLAUSE_PHRASES = (
     r"|all of (?:this|it))(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b))",
     r"i give up(?: on (?:this|it|you))?\s*(?:$|[.!?,;])|i(?:'m| am) (?:giving up|done with this)\b",
     r"забудь (?:это|всё|все|про это)|(?:давай )?начн[её]м (?:сначала|заново)",
-    r"no,? i (?:said|meant|asked|wrote)\b",
+    # "No, I said …": a correction of what the assistant made of the user's words.
+    r"(?:no+|nein|non|nee|não|nao|нет)[,.!]*\s+(?:i (?:said|meant|asked|wrote|told you)"
+    r"|ich (?:habe |hab )?(?:doch |dir |schon )*(?:gesagt|geschrieben|sagte|meinte)"
+    r"|j'ai (?:dit|écrit|demandé)|(?:te )?(?:he dicho|dije|escribí)|я (?:же )?(?:написал|сказал"
+    r"|говорил)|ik (?:zei|schreef|vroeg|bedoelde)|eu (?:disse|falei|escrevi)"
+    r"|(?:te l')?(?:ti )?ho (?:detto|scritto))\b",
+    # "Read what I wrote", "please read again": the user's words were not taken in.
+    r"(?:re-?read|read) (?:what i (?:wrote|said)|my (?:last |previous )?(?:message|question)"
+    r"|(?:it )?again)\b|lies (?:bitte |doch )?(?:genau|nochmal|noch einmal)\b"
+    r"|lees (?:even |nog eens )?(?:goed|opnieuw)\b|l[ée]e(?:lo)? (?:bien|otra vez|de nuevo)\b"
+    r"|relis(?: bien| mon message)?\b|rileggi\b|leia (?:de novo|com atenção)\b"
+    r"|перечитай\b",
     r"i (?:already|just) (?:said|told you|explained|asked)\b",
     r"as i (?:already |just )?(?:said|told you|mentioned) (?:before|already|earlier|twice)\b",
     r"wrong again\b",
@@ -49,7 +63,7 @@ _CLAUSE_PHRASES = (
     r"vergiss (?:das|es|alles)\b",
     r"(?:lass uns |wir )?(?:fang(?:en)? (?:wir )?)?(?:noch ?mal )?von vorne"
     r"(?: an(?:fangen)?)?\s*(?:$|[.!?,])",
-    r"oublie (?:ça|ca|tout|cela)\b",
+    r"oublie (?:ça|ca|tout|cela)\b|vergeet (?:het|dat|alles)(?: maar)?\b",
     r"(?:on )?recommen[cç]ons\b|reprenons (?:depuis le début|à zéro|a zero)\b",
     r"olvida (?:eso|esto|todo|lo que (?:dije|te dije))\b",
     r"(?:empecemos|empezemos|volvamos a empezar) de (?:nuevo|cero)\b",
@@ -93,8 +107,16 @@ _ANYWHERE_PHRASES = (
     r"(?:confusing \w+(?: \w+)? (?:with|and)\b"
     r"|mixing (?:up|\w+ up)\b|not paying attention|misunderstanding (?:me|everything|what)"
     r"|repeating yourself|overcomplicating (?:this|it))",
-    r"you (?:completely |totally )?(?:misunderstood|misread|misunderstand)"
-    r" (?:me|everything|my|what|the question)\b",
+    r"(?<!\bif )(?<!when )you(?:'ve| have)? (?:completely |totally |just |again )?"
+    r"(?:misunderstood|misread|ignored|confused everything|mixed (?:everything|it all) up)\b"
+    r"|you (?:completely |totally )?misunderstand (?:me|everything|my|what|the question)\b",
+    # "You got the measurements wrong again", "that's the third time you …".
+    r"(?<!\bif )(?<!when )you(?:'ve| have)? got (?:\S+ ){1,3}wrong\b"
+    r"|(?:that's|that is|this is|it's) the (?:second|third|fourth|fifth|umpteenth|\d+(?:nd|rd|th))"
+    r" time (?:that )?you\b"
+    r"|(?:that's|that is|it's|it is) still (?:wrong|not (?:it|right"
+    r"|what i (?:asked|meant|wanted)))\b"
+    r"|why (?:are|do) you (?:still |keep )?\w+ing\b[^.?!]{0,60}\bagain\b",
     r"you (?:still )?(?:haven't|have not) (?:answered|read|understood) (?:my|the|what)\b",
     r"i(?:'ve| have)? (?:gave|given|told|sent|showed|shown) you (?:\w+ ){0,4}"
     r"(?:twice|three times|already|before)\b",
@@ -105,16 +127,20 @@ _ANYWHERE_PHRASES = (
     r"|non è (?:quello|ciò) che ho (?:chiesto|detto)\b|sei (?:confuso|confusa)\b"
     r"|(?:ancora|di nuovo) sbagliato\b|non stai ascoltando\b",
     r"(?<!como )(?:eu )?já (?:te )?(?:disse|falei|expliquei)\b"
-    r"|você não (?:está )?(?:entende|entendeu|me ouve|ouvindo|escutando|lendo)\b"
+    r"|você não (?:está )?(?:entende|entendeu|entendendo|me ouve|ouvindo|escutando|lendo)\b"
     r"|não (?:foi|é) isso que (?:eu )?(?:pedi|perguntei|disse)\b|você está confus[oa]\b"
     r"|(?:errado de novo|de novo errado)\b",
     r"(?<!como )ya te (?:lo )?(?:dije|he dicho|expliqué)\b|no (?:has entendido|entiendes) nada\b"
     r"|estás confundid[oa]\b|no me estás escuchando\b|otra vez mal\b",
     r"(?<!comme )je (?:te )?l'ai déjà dit\b|(?<!comme )je t'ai déjà dit\b"
-    r"|tu n'as rien compris\b|on tourne en rond\b|tu te trompes encore\b",
+    r"|tu n'as (?:rien|pas) compris\b|tu répètes (?:encore )?la même chose\b"
+    r"|on tourne en rond\b|tu te trompes encore\b",
     r"(?:habe|hab) ich (?:dir )?(?:doch )?(?:schon|bereits) (?:gesagt|geschrieben|erklärt)\b"
     r"|du hörst (?:mir )?nicht zu\b|schon wieder falsch\b|wir drehen uns im kreis\b",
-    r"ты не (?:слушаешь|понял|поняла)|опять не то\b|я же (?:писал|писала)\b",
+    r"ты (?:опять |снова |же |вообще )?не (?:слушаешь|понял|поняла|понимаешь)|опять не то\b"
+    r"|я же (?:писал|писала)\b",
+    r"je (?:begrijpt|snapt) (?:er |het )?(?:niets|niks|niet)\b|je luistert niet\b"
+    r"|dat is niet wat ik (?:vroeg|bedoelde|zei)\b",
 )
 # Japanese has no spaces, so its phrases cannot wait for a word boundary.
 _JAPANESE = r"そういう意味じゃな|そうじゃなくて|最初からやり直|話を聞いてな"

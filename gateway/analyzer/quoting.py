@@ -5,8 +5,8 @@ forget that chart" is not the user asking to start over. Before the frustration 
 at a message, everything that is not the user's own voice is blanked out:
 
 - quoted text in every common style: straight double quotes, straight single quotes used as
-  quotes (not apostrophes), “ ”, ‘ ’, „ “, ‚ ‘, « », ‹ ›, 「 」, 『 』, backticks and fenced
-  code, and `>` quote lines;
+  quotes (not apostrophes; an apostrophe inside, as in 'you're wrong', does not end one),
+  “ ”, ‘ ’, „ “, ‚ ‘, « », ‹ ›, 「 」, 『 』, backticks and fenced code, and `>` quote lines;
 - reported speech without quote marks: after somebody other than the user and a verb of
   saying ("my boss told me", "the manual says", "er meinte", "il m'a dit", "me dijo",
   "mi ha detto", "ele disse", "он сказал", "hij zei"), the rest of that sentence.
@@ -22,9 +22,10 @@ import re
 _QUOTED = re.compile(
     r"```.*?```|`[^`\n]*`"
     r'|"[^"\n]*"|“[^”\n]*”|„[^“”\n]*[“”]|‚[^‘’\n]*[‘’]|«[^»\n]*»|‹[^›\n]*›|「[^」\n]*」|『[^』\n]*』'
-    r"|‘[^’\n]*’(?!\w)"
-    # A straight single quote opens a quote only where it cannot be an apostrophe.
-    r"|(?<![\w'])'(?=\S)[^'\n]*(?<=[^\s\w]|\w)'(?![\w'])"
+    # Single quotes: an apostrophe between two letters inside ('you're wrong') does not close
+    # the quote, and a straight one opens a quote only where it cannot be an apostrophe.
+    r"|‘(?:[^’\n]|(?<=\w)’(?=\w))*’(?!\w)"
+    r"|(?<![\w'])'(?=\S)(?:[^'\n]|(?<=\w)'(?=\w))*(?<=\S)'(?![\w'])"
     r"|^\s*>.*$",
     re.MULTILINE | re.DOTALL,
 )
@@ -36,7 +37,8 @@ _SPEAKER = (
     r"\b(?:my|our|his|her|their|the|a|an|this|that|one|some|mein|meine|unser|unsere|der"
     r"|die|das|ein|eine|mon|ma|notre|le|la|un|une|mi|mis|nuestro|nuestra|el|il|lo|mio|mia"
     r"|meu|minha|o|mijn|onze|de|het|een|мой|моя|наш|наша)\s+"
-    f"(?:{_NOT_US}\\w+\\s+){{0,2}}{_NOT_US}\\w+"
+    # "the designer's email said": a possessive is part of the speaker.
+    f"(?:{_NOT_US}[\\w'’]+\\s+){{0,2}}{_NOT_US}[\\w'’]+"
     r"|\b(?:he|she|they|someone|somebody|everyone|people|er|sie|il|elle|ils|él|ella"
     r"|ellos|lui|lei|loro|ele|ela|eles|hij|zij|ze|он|она|они)"
 )
@@ -45,8 +47,9 @@ _SAYING = (
     r"(?:said|says|saying|told (?:me|us|him|her|them)|tells (?:me|us)|wrote|writes|replied"
     r"|replies|answered|commented|shouted|yelled|texted|emailed|messaged|posted|claims?"
     r"|claimed|insists?|insisted|keeps? (?:saying|telling (?:me|us))|kept saying"
-    r"|sagte|sagt|meinte|meint|schrieb|schreibt|rief|behauptet|hat (?:mir )?(?:gesagt"
-    r"|geschrieben)|a dit|m'a dit|m'a écrit|a écrit|disait|a répondu|dijo|me dijo"
+    r"|sagte|sagt|meinte|meint|schrieb|schreibt|rief|behauptet|erzählte|erzählt"
+    r"|hat (?:mir )?(?:gesagt|geschrieben|erzählt)|a dit|m'a dit|m'a écrit|a écrit|disait"
+    r"|a répondu|dijo|me dijo"
     r"|escribió|me escribió|dice|contestó|ha detto|mi ha detto|ha scritto|mi ha scritto"
     r"|disse|me disse|escreveu|falou|respondeu|zei|zegt|schreef|сказал[аи]?"
     r"|написал[аи]?|говорит|ответил[аи]?)\b"

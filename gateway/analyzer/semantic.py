@@ -26,15 +26,15 @@ import math
 import struct
 from collections.abc import Sequence
 
-from gateway.core.embedding import Embedder
+from gateway.core.embedding import MAX_QUERY_CHARS, Embedder
 
 log = logging.getLogger(__name__)
 
 # One unit of the int8 code (vectors are unit length: no component exceeds 1).
 _SCALE = 127.0
-# Long messages are cut before embedding: the model sees 512 tokens at most anyway, and the
-# opening of a message carries its subject.
-MAX_EMBED_CHARS = 2000
+# Long messages are cut before embedding: the model sees 512 tokens at a time, and the opening
+# of a message carries its subject (the same cut as every query: one vector per message).
+MAX_EMBED_CHARS = MAX_QUERY_CHARS
 
 COMPLAINTS = (
     "you are not listening to me",

@@ -12,7 +12,7 @@ class AnalyzerSection(Section):
     # Use message embeddings when the `semantic` extra is installed; false: lexical rules only.
     semantic: bool = True
     topic_shift_threshold: float = Field(0.0, ge=0, le=1)
-    semantic_threshold: float = Field(0.82, ge=-1, le=1)
+    semantic_threshold: float = Field(0.83, ge=-1, le=1)
     complaint_threshold: float = Field(0.87, ge=-1, le=1)
     confirm_band: float = Field(0.05, ge=0, le=1)
     min_keywords: int = Field(5, ge=1)

@@ -1,11 +1,13 @@
 """A session's analyzer state and its stored JSON (`sessions.analyzer_state`).
 
-Version 2 keeps, besides the recent messages' keywords and the cooldown bookkeeping, the
-embedding of each recent user message (int8, base64: `semantic.pack`) and the model that made
-them, so every message is embedded once. Reading is tolerant: a field of the wrong shape is
-dropped rather than failing the turn. A state of the previous version (no `version` key) is
-migrated: its keywords and cooldowns are kept, it has no vectors yet. Vectors of another model
-than the running one are ignored (and replaced as new messages come in).
+Version 3 keeps, besides the recent messages' keywords and the cooldown bookkeeping, one entry
+per recent user message on the semantic side: its embedding (int8, base64: `semantic.pack`)
+once computed, or its text (`{"text": ...}`, cut at `MAX_EMBED_CHARS`) while no verdict has
+needed it yet (`lazy.py`), and the model that made the vectors, so every message is embedded
+at most once. Reading is tolerant: a field of the wrong shape is dropped rather than failing
+the turn. A state of version 2 (vectors only) reads as it is; one of version 1 (no `version`
+key) is migrated: its keywords and cooldowns are kept, it has no vectors yet. Vectors of
+another model than the running one are ignored (and replaced as new messages come in).
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ from typing import Any
 
 from gateway.analyzer.semantic import unpack
 
-VERSION = 2
+VERSION = 3
+READABLE = (2, 3)  # versions whose vectors are read as they are
 SUGGESTIBLE = ("clear", "compact")
 # A stored vector: its packed text (what is saved) and its values (what is compared).
 Stored = tuple[str, tuple[float, ...]]
+# A recent message on the semantic side: its vector, or (a plain str) its text until needed.
+Entry = Stored | str
 
 
 @dataclass(slots=True, kw_only=True)
 class WatchState:
     recent: list[list[str]] = field(default_factory=list)
-    vectors: list[Stored] = field(default_factory=list)
+    vectors: list[Entry] = field(default_factory=list)
     vector_model: str | None = None
     topic_started_ms: int | None = None
     messages: int = 0  # user messages in this session, commands included
@@ -50,7 +55,7 @@ class WatchState:
         command = data.get("last_command")
         state.last_command = command if command in SUGGESTIBLE else None
         state.followed = data.get("followed") is True
-        if data.get("version") == VERSION:
+        if data.get("version") in READABLE:
             state._read_vectors(data)
         return state
 
@@ -58,10 +63,13 @@ class WatchState:
         model, packed = data.get("vector_model"), data.get("vectors")
         if not isinstance(model, str) or not isinstance(packed, list):
             return
-        for text in packed:
-            values = unpack(text) if isinstance(text, str) else None
+        for item in packed:
+            if isinstance(item, dict) and isinstance(item.get("text"), str) and item["text"]:
+                self.vectors.append(item["text"])
+                continue
+            values = unpack(item) if isinstance(item, str) else None
             if values is not None:
-                self.vectors.append((text, values))
+                self.vectors.append((item, values))
         self.vector_model = model if self.vectors else None
 
     def to_json(self) -> dict[str, Any]:
@@ -69,7 +77,7 @@ class WatchState:
         return {
             "version": VERSION,
             "recent": self.recent,
-            "vectors": [text for text, _ in self.vectors],
+            "vectors": [{"text": e} if isinstance(e, str) else e[0] for e in self.vectors],
             "vector_model": self.vector_model,
             "topic_started_ms": self.topic_started_ms,
             "messages": self.messages,
@@ -80,12 +88,32 @@ class WatchState:
         }
 
     def vectors_of(self, model: str | None) -> list[tuple[float, ...]]:
-        """The recent vectors, if `model` made them."""
+        """The recent vectors computed so far, if `model` made them."""
         if model is None or model != self.vector_model:
             return []
-        return [values for _, values in self.vectors]
+        return [e[1] for e in self.vectors if not isinstance(e, str)]
 
-    def with_vector(self, model: str, vector: Stored, window: int) -> WatchState:
+    def pending_of(self, model: str | None) -> list[str]:
+        """The texts of the recent messages not embedded yet (for `model`)."""
+        if model is None or model != self.vector_model:
+            return []
+        return [e for e in self.vectors if isinstance(e, str)]
+
+    def resolved(self, model: str, found: dict[str, Stored | None]) -> WatchState:
+        """The pending texts replaced by their vectors (`found`; None: it failed, dropped).
+        A new list: a state may share its lists with the copy this process remembers."""
+        if model == self.vector_model:
+            kept: list[Entry] = []
+            for e in self.vectors:
+                if not isinstance(e, str) or e not in found:
+                    kept.append(e)
+                elif (vector := found[e]) is not None:
+                    kept.append(vector)
+            self.vectors = kept
+        return self
+
+    def with_vector(self, model: str, vector: Entry, window: int) -> WatchState:
+        """The message's vector (or its text, to embed when needed) joins the window."""
         kept = self.vectors if model == self.vector_model else []
         self.vectors = [*kept[-(window - 1) :], vector] if window > 1 else [vector]
         self.vector_model = model

@@ -3,7 +3,8 @@
 Similarity says how far a message is from the session's subject; these rules carry the
 precision. A new subject is opened by asking for something (`asks`), so a plain statement
 never counts as a shift; nor does a message that points back (`points_back`: "and what
-about…", "is that normal?", a yes/no question about something on the table). An explicit
+about…", "is that normal?", a yes/no question about something on the table in any covered
+language, a "he" or "she" the message did not introduce itself). An explicit
 cue ("by the way", "unrelated question", "übrigens") loosens the threshold (`has_cue`).
 Every pattern is compiled once at import.
 """
@@ -16,9 +17,12 @@ _SHIFT_CUE = rx(
     r"\b(?:by the way|btw|unrelated|different (?:topic|question|subject)|new (?:topic|question)"
     r"|change of (?:topic|subject)|chang(?:e|ing) the (?:topic|subject)|switching (?:gears|topics)"
     r"|on (?:a|an) (?:different|other|unrelated|separate) (?:note|topic)|on another note"
-    r"|something (?:else|completely different)|totally different|anderes thema|übrigens"
-    r"|autre (?:sujet|question)|otro tema|otra pregunta|cambiando de tema|другой вопрос"
-    r"|кстати)\b|ところで|話は変わ"
+    r"|something (?:else|completely different)|totally different|off[- ]topic"
+    r"|(?:totally|completely|entirely) separate|separate (?:question|topic)|anderes thema"
+    r"|andere frage|übrigens|autre (?:sujet|question)|au fait|otro tema|otra pregunta"
+    r"|cambiando de tema|por cierto|outro assunto|outra pergunta|mudando de assunto|aliás"
+    r"|altra domanda|cambiando (?:argomento|discorso)|trouwens|ander onderwerp|andere vraag"
+    r"|другой вопрос|кстати)\b|ところで|話は変わ"
 )
 # A message that opens by pointing back continues the topic ("and what about…", "that one…").
 _CONTINUATION_START = rx(
@@ -37,13 +41,28 @@ _BACK_REFERENCE = rx(
     r"|\b(?:is|was|does|did|do|for|with|about|of|like|on|in|at|to|after|before|if|than|and)"
     r" that\b(?! (?:is|are|was|were|has|have|can|will|would|does|do)\b)"
 )
+# A third person ("before he comes home") points back unless the message introduced somebody
+# first with a possessive ("my dad, he loves fishing").
+_THIRD_PERSON = rx(r"\b(?:he|him|she|er|ihn|ihm|hij|hem|él|ele|ela|он|она|они|его|ему|ей|их|им)\b")
+_POSSESSIVE = rx(
+    r"\b(?:my|our|mein|meine|meinem|meinen|unser|unsere|mon|ma|mes|notre|mi|mis|nuestro"
+    r"|nuestra|meu|minha|mio|mia|mijn|onze|мой|моя|мои|мою|моего|наш|наша)\b"
+)
 # A yes/no question ("Is 16 GB enough?", "For dessert, should I…?") asks about something on
 # the table;
 # a request ("Can you recommend…") or a wh-question can open a new subject.
 _POLAR_QUESTION = rx(
     r"^\W*(?:[^,.;:?!\n]{1,30},\s*)?(?:is|are|should|shall|would|does|do|did|must|will|has|have"
-    r"|could (?!you)|can (?!you)|muss|müssen|soll|sollte|lohnt|ist|sind|kann (?!du)|est-ce"
-    r"|faut-il|dois-je|sería|debería|hay|стоит|нужно|можно|надо)\b"
+    r"|could (?!you)|can (?!you)"
+    # German, French, Spanish, Italian, Portuguese, Dutch, Russian: a verb first, or a fixed
+    # yes/no opener ("est-ce", "vale la pena"); "can you" and its kin are requests instead.
+    r"|muss|müssen|soll|sollte|sollten|lohnt|ist|sind|kann (?!du)|könnte|brauche|brauchen"
+    r"|reicht|darf|wäre|est-ce|faut-il|dois-je|puis-je|devrais-je|peut-on|vaut-il|est-il"
+    r"|sería|debería|debo|puedo|podría|puede ser|me conviene|conviene|vale la pena|hay"
+    r"|devo|dovrei|posso|potrei|potrebbe|ha senso|serve|basta|deveria|pode ser"
+    r"|(?:is|zijn|moet|moeten|kan|kunnen|mag|zou|heb|hebben|heeft|wordt|klopt)"
+    r" (?:ik|we|wij|het|er|dat|dit|die|deze|hij|ze|mijn|onze|de|een)"
+    r"|стоит|нужно|можно|надо|может)\b"
 )
 # A new subject is opened by asking for something; a plain statement ("The soil stays wet")
 # adds detail to the current one.
@@ -71,4 +90,10 @@ def points_back(text: str) -> bool:
         _CONTINUATION_START.search(text)
         or _POLAR_QUESTION.search(text)
         or _BACK_REFERENCE.search(text)
+        or _names_nobody_new(text)
     )
+
+
+def _names_nobody_new(text: str) -> bool:
+    person = _THIRD_PERSON.search(text)
+    return person is not None and _POSSESSIVE.search(text, 0, person.start()) is None

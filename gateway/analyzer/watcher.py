@@ -2,10 +2,12 @@
 
 Entry points, plugged in by the analyzer feature (`gateway/analyzer/feature.py`):
 
-- `judge(turn)`, run for chat messages before the agent: embeds the message (when an embedder
-  is available), judges it with the pure functions of `detect.py`, applies the cooldowns and
-  saves the session's state — always, even when the analysis itself fails. It returns the
-  tip to show now, or a near-threshold analysis the confirmation model should decide.
+- `judge(turn)`, run for chat messages before the agent: judges the message with the pure
+  functions of `detect.py`, embedding it (and the earlier messages not embedded yet) only
+  when the verdict can depend on it (`lazy.py`; never while the session is cooling down),
+  applies the cooldowns and saves the session's state — always, even when the analysis
+  itself fails. It returns the tip to show now, or a near-threshold analysis the
+  confirmation model should decide.
 - `confirm(turn, analysis)`, run by the step concurrently with the agent turn: the model's
   verdict, failing closed; `shown(turn, command)` records a confirmed tip that made it into the
   reply.
@@ -26,7 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from gateway.analyzer.confirm import Confirmer, confirmation_model, decide
-from gateway.analyzer.detect import Analysis, Params, Suggestion, advance, analyze
+from gateway.analyzer.detect import Analysis, Params, Suggestion, advance
+from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
 from gateway.analyzer.semantic import SemanticSide, pack
 from gateway.analyzer.settings import AnalyzerSection
 from gateway.analyzer.state import WatchState
@@ -143,18 +146,17 @@ class ContextWatch:
             log.exception("analyzer state of session %d unusable", recorded.session_pk)
             state = WatchState()
         analysis: Analysis | None = None
-        vector = None
+        judgement = None
         try:
-            vector = await self.semantic.embed(scope.text)
-            model = self.semantic.model
-            analysis = analyze(
+            judgement = await judge_lazily(
+                self.semantic,
                 scope.text,
                 state.recent,
                 self.params,
-                vector=vector,
-                recent_vectors=state.vectors_of(model) if vector is not None else (),
-                complaint=self.semantic.complaint_similarity(vector) if vector else None,
+                lambda: session_vectors(self.semantic, state),
+                cooling=cooling_down(state, turn.now_ms, self.settings),
             )
+            analysis = judgement.analysis
         except Exception:
             log.exception("context analyzer failed for %s", turn.inbound.chat.key)
         judged = self._decide(state, analysis, turn.now_ms)
@@ -163,10 +165,14 @@ class ContextWatch:
             if analysis.topic_shift or state.topic_started_ms is None:
                 state.topic_started_ms = turn.now_ms
             state.recent = advance(state.recent, analysis.keywords, self.settings.recent_messages)
-        if vector is not None and self.semantic.model is not None:
-            state = state.with_vector(
-                self.semantic.model, (pack(vector), vector), self.settings.recent_messages
-            )
+        model = self.semantic.model
+        if judgement is not None and model is not None:
+            window = self.settings.recent_messages
+            if judgement.vector is not None:
+                vector = judgement.vector
+                state = state.with_vector(model, (pack(vector), vector), window)
+            elif judgement.deferred:
+                state = state.with_vector(model, pending_text(scope.text), window)
         event = None
         if judged.now is not None:
             state.mark_shown(judged.now, turn.now_ms)

@@ -9,6 +9,9 @@ and the HTTP server starts (`http.py`). `serve()` replays the intake, then runs 
 and background jobs under one `TaskGroup`. Shutdown: the stop event stops intake, in-flight
 turns drain under a deadline, background work is cancelled, then the exit stack closes
 everything in reverse.
+
+Size: a little over 400 lines; the one place that builds every piece in order (the parts that
+need no order live beside it: `channels.py`, `http.py`, `lifecycle.py`, `replicas.py`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from gateway.admin.chat import AdminCommands
 from gateway.admin.gauges import register_vault_metrics
 from gateway.admin.stats import Stats
 from gateway.agent.agent import Agent
-from gateway.agent.context import ContextPipeline, TraceStore
+from gateway.agent.context import ContextPipeline
 from gateway.agent.memory_tools import memory_tools
 from gateway.agent.model_health import ModelHealth
 from gateway.agent.providers import (
@@ -38,11 +41,15 @@ from gateway.agent.providers import (
     SummaryProvider,
 )
 from gateway.agent.tools import ToolRegistry
+from gateway.agent.traces import TraceStore
 from gateway.app.config import Config
 from gateway.app.features import default_features
+from gateway.app.heap import frozen_heap
 from gateway.app.http import open_http
-from gateway.app.lifecycle import housekeeping, supervise
+from gateway.app.intake import build_intake
+from gateway.app.lifecycle import housekeeping
 from gateway.app.model import KeyAlerts, open_model
+from gateway.app.replicas import new_replica, open_fleet
 from gateway.core.clock import SystemClock
 from gateway.core.errors import FatalChannelError
 from gateway.core.messages import ChannelHealth, ChatRef, CommandInfo
@@ -60,7 +67,6 @@ from gateway.turns.auth import authorizer_from
 from gateway.turns.commands import CommandRegistry
 from gateway.turns.core_commands import CoreCommands
 from gateway.turns.delivery import Delivery
-from gateway.turns.intake import Intake
 from gateway.turns.locks import ChatLocks
 from gateway.turns.replies import Replier
 from gateway.turns.resume import Resumer
@@ -84,6 +90,7 @@ from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
 from vault.pairing import AccessStore
+from vault.traces import TraceLog
 from vault.usage import UsageLog
 
 log = logging.getLogger(__name__)
@@ -146,9 +153,12 @@ class App:
             vault_for(s.vault.path, s.vault.url, busy_timeout_ms=s.vault.busy_timeout_ms)
         )
         await migrate(self.vault)
+        self.replica = new_replica(self.config)  # this process among those sharing the vault
         self.conversations = Conversations(self.vault)
         self.memories = Memories(self.vault)
-        self.outbox = Outbox(self.vault)
+        # Replicas share a PostgreSQL vault: outbox rows are leased to the one sending them.
+        shared = self.vault.dialect == "postgresql"
+        self.outbox = Outbox(self.vault, owner=self.replica.id if shared else None)
         self.inbound_log = InboundLog(self.vault)
         self.intake_store = IntakeStore(self.vault)
         self.usage = UsageLog(self.vault)
@@ -160,12 +170,13 @@ class App:
         self.authorizer = authorizer_from(s.auth, await self.access.grants())
         self.metrics = Metrics()
         register_vault_metrics(self.metrics, self.vault, self.outbox)
+        self.fleet = open_fleet(self.config, self.vault, self.metrics, self.clock, self.replica)
         override, stack = self.llm_override, self._stack
         self.llm = override if self.use_llm_override else await open_model(self.config, stack)
 
     def _build_agent(self) -> None:
         s = self.config.settings
-        self.traces = TraceStore()
+        self.traces = TraceStore(saved=TraceLog(self.vault))
         self.pipeline = ContextPipeline(
             budget_tokens=s.context.max_tokens,
             providers=[
@@ -213,6 +224,7 @@ class App:
             ).commands()
         )
         self.stats = Stats(vault=self.vault, usage=self.usage, analyzer=self.analyzer_store)
+        self.stats.replicas = self.fleet.stats
         self.admin = AdminCommands(
             vault=self.vault, audit=self.audit, stats=self.stats, traces=self.traces,
             clock=self.clock,
@@ -242,6 +254,7 @@ class App:
                 pipeline=self.pipeline,
                 traces=self.traces,
                 tools=self.tools,
+                replica_id=self.replica.id,
             )
         )
         for feature in self.features:
@@ -303,14 +316,17 @@ class App:
             locks=self.locks,
             slots=self.turn_slots,
         )
-        self.intake = Intake(
-            store=self.intake_store, router=self.router, clock=self.clock, metrics=self.metrics
-        )
+        self.intake = build_intake(
+            self.config, vault=self.vault, store=self.intake_store, router=self.router,
+            clock=self.clock, metrics=self.metrics, replica=self.replica.id,
+        )  # fmt: skip
 
     def channel_health(self) -> list[ChannelHealth]:
-        found = [c.health() for c in self.channels if isinstance(c, ReportsHealth)]
+        found = [self.fleet.health(c) for c in self.channels if isinstance(c, ReportsHealth)]
         if self.intake.failing:  # the vault refuses inbound messages: the platforms redeliver
             found.append(ChannelHealth(channel="intake", connected=False, detail=INTAKE_DOWN))
+        if (down := self.vault.problem()) is not None:  # PostgreSQL away: reconnecting
+            found.append(ChannelHealth(channel="vault", connected=False, detail=down))
         model = self.model_health.report()
         return found if model is None else [*found, model]
 
@@ -356,7 +372,8 @@ class App:
         not wrapped in the task group's ExceptionGroup, so the CLI can print it in one line.
         """
         try:
-            await self._serve(stop)
+            with frozen_heap():  # the startup heap, out of the collector's walks (`heap.py`)
+                await self._serve(stop)
         except BaseExceptionGroup as group:
             fatal = group.subgroup(FatalChannelError)
             if fatal is None:
@@ -371,12 +388,17 @@ class App:
         await self.intake.replay()
         async with asyncio.TaskGroup() as tg:
             intake = [
-                tg.create_task(supervise(c, self.intake, self.clock), name=f"channel {c.name}")
+                tg.create_task(self.fleet.receive(c, self.intake), name=f"channel {c.name}")
                 for c in self.channels
             ]
             background = [
                 tg.create_task(job(), name="background")
-                for job in [*self.background, *self.contributions.jobs]
+                for job in [
+                    *self.background,
+                    *self.contributions.jobs,
+                    *self.fleet.jobs(),
+                    *self.intake.jobs(),
+                ]
             ]
             background.append(tg.create_task(self.delivery.run(), name="resend"))
             background.append(tg.create_task(self._key_alerts().run(), name="key alerts"))
@@ -394,5 +416,6 @@ class App:
             if intake:
                 await asyncio.wait(intake)
             await self.router.drain()
+            await self.intake.close()  # chats still held go to other replicas now
             for task in background:
                 task.cancel()

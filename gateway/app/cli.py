@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from gateway.app import cli_db, cli_deploy, cli_doctor, cli_init
 from gateway.app.cli_common import HelpFormatter, Runner, UsageError, add_command
 from gateway.app.config import Config, load_config
-from gateway.core.errors import ConfigError, FatalChannelError, IrisError
+from gateway.core.errors import ConfigError, FatalChannelError, IrisError, SchemaTooNew
 
 if TYPE_CHECKING:
     from gateway.analyzer.detect import Params
@@ -64,9 +64,11 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
         log.warning("no channel is running; serving until SIGINT/SIGTERM (try `iris chat`)")
     stop = asyncio.Event()
     _install_stop_signals(stop)
-    with in_use(config.settings.vault.path):  # `iris db restore` refuses while this is held
+    vault = config.settings.vault
+    # `iris db restore` refuses while this is held; on PostgreSQL replicas take nothing.
+    with in_use(vault.path, vault.url):
         async with App(config=config, channels=build_channels(config)) as app:
-            log.info("iris is running (vault %s)", config.settings.vault.path)
+            log.info("iris is running (vault %s)", "PostgreSQL" if vault.url else vault.path)
             await app.serve(stop)
     log.info("iris stopped")
     return 0
@@ -85,7 +87,7 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
         await console.done.wait()
         stop.set()
 
-    with in_use(config.settings.vault.path):
+    with in_use(config.settings.vault.path, config.settings.vault.url):
         async with App(config=config, channels=[console], background=[stop_at_eof]) as app:
             await app.serve(stop)
     return 0
@@ -316,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FatalChannelError as exc:
         print(f"fatal: {exc}", file=sys.stderr)
         return 1
+    except SchemaTooNew as exc:  # a replica older than the schema: refuse, never run on it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except IrisError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -59,7 +59,7 @@ async def migrate(args: argparse.Namespace, config: Config) -> int:
     from vault.migrations import migrate
 
     s = config.settings.vault
-    with in_use(s.path):
+    with in_use(s.path, s.url):
         async with vault_for(s.path, s.url) as vault:
             applied = await migrate(vault)
             version = await vault.user_version()

@@ -56,6 +56,19 @@ class VaultSection(Section):
     # Empty: the SQLite file at `path`. A `postgresql://user:password@host/db` URL: that
     # PostgreSQL database instead (the `postgres` extra).
     url: str = ""
+    # This process among the replicas sharing a PostgreSQL vault (/healthz, /metrics, logs);
+    # empty: host name, process id and a random suffix.
+    replica_id: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9._-]*$")
+    # How often a replica that does not lead (Telegram polling, Slack Socket Mode) tries to
+    # take over, and how often the leader checks its database session: a takeover within
+    # this after the leader dies (plus up to 20 s when the network, not the process, failed).
+    leader_retry_s: float = Field(5.0, gt=0, le=10)
+    # Replicas on PostgreSQL: a chat's saved messages are run by one replica at a time, which
+    # holds the chat for this long and renews every third of it; another takes the chat over
+    # when the lease runs out (its holder died). Chats nobody runs are looked for this often
+    # besides the LISTEN/NOTIFY hints (at most 1 s, the fallback when hints are lost).
+    inbound_lease_s: float = Field(15.0, ge=3, le=300)
+    inbound_poll_s: float = Field(1.0, gt=0, le=1)
 
     @field_validator("url")
     @classmethod

@@ -2,7 +2,8 @@
 
     IrisError
     ├── ConfigError                 bad or missing configuration (exit code 2, before start)
-    ├── VaultError                  the SQLite vault failed or is in an unusable state
+    ├── VaultError                  the vault failed or is in an unusable state
+    │   └── SchemaTooNew            the vault was migrated by a newer Iris (exit code 2)
     ├── UserInputError              a person typed something we can't use; `user_message` is safe
     │   ├── UnknownCommand
     │   ├── NotAllowed
@@ -42,6 +43,19 @@ class ConfigError(IrisError):
 
 class VaultError(IrisError):
     pass
+
+
+class SchemaTooNew(VaultError):
+    """The vault's schema is newer than this Iris knows (another replica was upgraded first):
+    refusing to start is the only safe answer, naming both versions."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"vault schema version {found} is newer than this Iris ({known}); "
+            "upgrade Iris or restore a backup"
+        )
+        self.found = found
+        self.known = known
 
 
 class UserInputError(IrisError):
@@ -137,3 +151,8 @@ class FatalChannelError(IrisError):
 
 class ChannelUnavailable(IrisError):
     """Transient: a channel lost its link to the platform; the app restarts it with backoff."""
+
+
+class ChannelConflict(ChannelUnavailable):
+    """Another client holds the platform's one receiving connection (Telegram answers 409 to a
+    second `getUpdates` poller on the same token): an alarm, retried with backoff."""

@@ -164,6 +164,14 @@ class Metrics:
     ) -> None:
         self._gauges[name] = Gauge(name, help, labels, read, kind)
 
+    def counter_values(self) -> dict[str, dict[str, float]]:
+        """Every counter's series (label values joined by ","), for the replica heartbeat
+        that lets usage figures add up the counters of every replica."""
+        return {
+            name: {",".join(labels): value for labels, value in counter.values.items()}
+            for name, counter in self._counters.items()
+        }
+
     async def render(self) -> str:
         lines: list[str] = []
         for counter in self._counters.values():

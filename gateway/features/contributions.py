@@ -30,8 +30,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from gateway.agent.context import ContextPipeline, Provider, TraceStore
+from gateway.agent.context import ContextPipeline, Provider
 from gateway.agent.tools import Tool, ToolRegistry
+from gateway.agent.traces import TraceStore
 from gateway.core.admin_ops import JSON, ProactiveOps
 from gateway.core.budget import CallGuard
 from gateway.core.llm import LLMRequest, LLMResponse
@@ -161,6 +162,9 @@ class Services:
     # Every model tool, complete once all features contributed (the proactive gate offers the
     # ones marked `proactive`).
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    # This process among the replicas sharing the vault (`gateway/core/replica.py`): what
+    # periodic jobs record as the runner of a time slot (`vault/periodic.py`).
+    replica_id: str = ""
 
 
 @dataclass

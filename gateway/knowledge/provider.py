@@ -106,12 +106,11 @@ class KnowledgeProvider:
         self._building: dict[int, _Building] = {}
         self._pending: dict[int, _Building] = {}
 
-    async def _query(self, scope: Scope) -> str:
+    async def _earlier(self, scope: Scope) -> list[str]:
         rows = await self.conversations.history(
             scope.session_pk, limit=2 * RECENT_USER_MESSAGES, before_id=scope.message_pk
         )
-        earlier = [r.text for r in rows if r.role == "user"][-RECENT_USER_MESSAGES:]
-        return "\n".join([*earlier, scope.text])
+        return [r.text for r in rows if r.role == "user"][-RECENT_USER_MESSAGES:]
 
     async def refresh_allowed(self, scope: Scope) -> bool:
         last = await self.injections.last_refresh_ms(scope.session_pk)
@@ -125,8 +124,9 @@ class KnowledgeProvider:
             return None
         await self.indexer.ready()
         visible = self.rules.visible(scope)
-        query = await self._query(scope)
-        hits = {h.document: h for h in await self.retriever.search(query, visible, TOP_K)}
+        earlier = await self._earlier(scope)
+        found = await self.retriever.search(scope.text, visible, TOP_K, earlier=earlier)
+        hits = {h.document: h for h in found}
         linked: dict[int, float] = {}
         for edge in await self.store.edges_from(hits, visible) if hits else []:
             if edge.target not in hits and edge.target not in linked:

@@ -44,7 +44,7 @@ def document_line(item: TraceItem) -> str:
 
 def render(trace: ContextTrace | None) -> str:
     if trace is None:
-        return "No model request in this chat since Iris started: there is no context to show."
+        return "No model request in this chat yet: there is no context to show."
     by_source: dict[str, list[TraceItem]] = defaultdict(list)
     for item in trace.items:
         by_source[item.source].append(item)

@@ -8,19 +8,20 @@ chunk; a document scores its best chunk and must reach `SEMANTIC_FLOOR` and stay
 `SEMANTIC_MARGIN` of the best. With both, the two rankings are fused by reciprocal rank (a
 document must have passed at least one side's cut). At most `k` documents; `score` is 0–1 and
 relative to the best hit. These constants were set before the labelled set was scored, and not
-changed after (bench/knowledge.py).
+changed after (bench/knowledge.py). A query with earlier messages searches their words together
+and blends their vectors, each message embedded alone (`Retriever.query_vector`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gateway.core.embedding import Embedder
-from gateway.knowledge.vectors import VectorIndex
+from gateway.knowledge.vectors import VectorIndex, blend
 from vault.knowledge import KnowledgeStore
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -52,6 +53,9 @@ CUTOFF_FROM_CHUNKS = 2000
 # made only of such terms has no lexical match at all.
 USELESS_SHARE = 0.5
 MAX_CACHED_TERMS = 50_000
+# A query over a message and the ones before it: each step back weighs this much of the next
+# (chosen before the change was measured, not tuned on the labelled sets).
+EARLIER_WEIGHT = 0.5
 
 
 class Mode(StrEnum):
@@ -110,17 +114,26 @@ class Retriever:
         self._epoch += 1
 
     async def search(
-        self, text: str, visible: Collection[str], k: int = 3, mode: Mode | None = None
+        self,
+        text: str,
+        visible: Collection[str],
+        k: int = 3,
+        mode: Mode | None = None,
+        *,
+        earlier: Sequence[str] = (),
     ) -> list[Hit]:
+        """The documents relevant to `text` and the `earlier` messages before it (oldest
+        first): their words as one query, their vectors blended (`query_vector`)."""
         mode = mode or self.mode
+        words = "\n".join([*earlier, text])
         if mode is Mode.LEXICAL:
-            return (await self.lexical(text, visible))[:k]
+            return (await self.lexical(words, visible))[:k]
         if mode is Mode.SEMANTIC:
-            return (await self.semantic(text, visible))[:k]
+            return (await self.semantic(text, visible, earlier=earlier))[:k]
         # Both at once: the index is read on the vault's reader thread while the model embeds
         # the message on its own, so a hybrid search costs about the slower of the two.
         lexical, semantic = await asyncio.gather(
-            self.lexical(text, visible), self.semantic(text, visible)
+            self.lexical(words, visible), self.semantic(text, visible, earlier=earlier)
         )
         return self._fuse(lexical, semantic)[:k]
 
@@ -162,12 +175,13 @@ class Retriever:
         self._frequency.update(fresh)
         return total, self._frequency
 
-    async def semantic(self, text: str, visible: Collection[str]) -> list[Hit]:
+    async def semantic(
+        self, text: str, visible: Collection[str], *, earlier: Sequence[str] = ()
+    ) -> list[Hit]:
         if self.embedder is None or not text.strip():
             return []
         index = await self._vectors()
-        (query,) = await self.embedder.embed([text], query=True)
-        found = index.search(query, visible, limit=60)
+        found = index.search(await self.query_vector(text, earlier), visible, limit=60)
         hits = _best_per_document([(h.chunk, h.document, h.similarity) for h in found])
         if not hits or hits[0].score < SEMANTIC_FLOOR:
             return []
@@ -177,6 +191,20 @@ class Retriever:
             for h in hits
             if h.score >= SEMANTIC_FLOOR and h.score >= best - SEMANTIC_MARGIN
         ]
+
+    async def query_vector(self, text: str, earlier: Sequence[str] = ()) -> bytes:
+        """One query vector for `text` and the messages before it: the weighted mean of each
+        message's own vector (each step back weighs `EARLIER_WEIGHT` times the next),
+        renormalised. Each message is embedded on its own text, never concatenated, so the
+        embedder's cache serves every message after its first turn (and to the analyzer and
+        the suggestions): a turn pays for one new embedding at most."""
+        assert self.embedder is not None
+        texts = [*(t for t in earlier if t.strip()), text]
+        vectors = await self.embedder.embed(texts, query=True)
+        if len(vectors) == 1:
+            return vectors[0]
+        weights = [EARLIER_WEIGHT ** (len(texts) - 1 - n) for n in range(len(texts))]
+        return blend(vectors, weights)
 
     async def _vectors(self) -> VectorIndex:
         assert self.embedder is not None

@@ -6,7 +6,8 @@ retrieve for and decides whether a follow-up is still worth sending (is the rele
 the runbook change?). It searches with the same retriever and shows the same `<document>`
 blocks as the context provider, limited to what the current chat may see: `[context.scopes]`
 hold for it exactly as for injection (a user-scoped document never shows in a group). It is
-marked `proactive`, so the gate offers it; it reads and records nothing.
+marked `proactive`, so the gate offers it; it reads and records nothing. In chat turns it is
+offered once the index holds something (the retriever's cached chunk count).
 """
 
 from __future__ import annotations
@@ -58,4 +59,9 @@ def documents_search_tool(
             found.append(render(replace(doc, content_hash=version), chunks, picked))
         return "\n\n".join(found) or NOTHING
 
-    return Tool("documents_search", DESCRIPTION, SearchArgs, search, proactive=True)
+    async def indexed(scope: Scope) -> bool:  # offered once there is something to search
+        total, _ = await retriever.term_frequencies(())
+        return total > 0
+
+    return Tool("documents_search", DESCRIPTION, SearchArgs, search, proactive=True,
+                offered=indexed)  # fmt: skip

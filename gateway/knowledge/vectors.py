@@ -5,6 +5,7 @@ document changes) and kept as one matrix: a query is one matrix-vector product, 
 milliseconds for tens of thousands of chunks. numpy comes with the `semantic` extra; without it
 (a test's fake embedder) the same arithmetic runs in plain Python, fine for small indexes.
 Scope is applied before ranking, so a chunk the chat may not see never takes a place.
+`blend` makes one query vector of several (a message and the ones before it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,22 @@ try:
     HAVE_NUMPY = True
 except ImportError:  # the semantic extra is not installed
     HAVE_NUMPY = False
+
+
+def blend(vectors: Sequence[bytes], weights: Sequence[float]) -> bytes:
+    """The weighted mean of unit vectors, renormalised to unit length (same byte format)."""
+    if HAVE_NUMPY:
+        rows = np.stack([np.frombuffer(v, dtype="<f4") for v in vectors])
+        mean = np.asarray(weights, dtype="<f4") @ rows
+        norm = float(np.linalg.norm(mean))
+        return bytes((mean / norm if norm > 0 else mean).astype("<f4").tobytes())
+    columns = zip(*(_floats(v) for v in vectors), strict=True)
+    values = [sum(w * x for w, x in zip(weights, c, strict=True)) for c in columns]
+    norm = sum(x * x for x in values) ** 0.5 or 1.0
+    out = array.array("f", (x / norm for x in values))
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out.tobytes()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.core.llm import LLMRequest, LLMResponse, TextPart, ToolCall
+from gateway.core.llm import LLMRequest, LLMResponse, TextPart, ToolCall, ToolSpec
 from gateway.limits.settings import ModelPrice
 
 BASE_OVERHEAD = 32
@@ -61,10 +61,26 @@ def input_bound(request: LLMRequest) -> int:
             else:
                 size += len(part.tool_use_id) + len(part.content.encode())
     if request.tools:
-        size += TOOLS_OVERHEAD
-        for tool in request.tools:
-            size += len(tool.name) + len(tool.description.encode())
-            size += len(json.dumps(tool.input_schema).encode())
+        size += TOOLS_OVERHEAD + _tools_size(request.tools)
+    return size
+
+
+# The tool registry hands out the same tuple for the same set of tools: its size is counted
+# once (the tuple is kept beside it, so its id cannot be reused while the entry exists).
+_TOOL_SIZES: dict[int, tuple[tuple[ToolSpec, ...], int]] = {}
+
+
+def _tools_size(tools: tuple[ToolSpec, ...]) -> int:
+    known = _TOOL_SIZES.get(id(tools))
+    if known is not None and known[0] is tools:
+        return known[1]
+    size = sum(
+        len(t.name) + len(t.description.encode()) + len(json.dumps(t.input_schema).encode())
+        for t in tools
+    )
+    if len(_TOOL_SIZES) >= 64:
+        _TOOL_SIZES.clear()
+    _TOOL_SIZES[id(tools)] = (tools, size)
     return size
 
 

@@ -28,6 +28,7 @@ from gateway.subscriptions.schema import (
     WebhookSubscription,
 )
 from gateway.subscriptions.stream import Streams
+from vault.audit import AuditLog, Outcome
 from vault.subscriptions import SubscriptionRow, SubscriptionStore
 
 
@@ -52,12 +53,19 @@ def subscription_json(sub: SubscriptionRow) -> JSON:
 
 class SubscriptionOps:
     def __init__(
-        self, *, store: SubscriptionStore, engine: Engine, streams: Streams, clock: Clock
+        self,
+        *,
+        store: SubscriptionStore,
+        engine: Engine,
+        streams: Streams,
+        clock: Clock,
+        audit: AuditLog,
     ) -> None:
         self.store = store
         self.engine = engine
         self.streams = streams
         self.clock = clock
+        self.audit = audit
 
     async def _mine(self, sub_id: str, owner: str) -> SubscriptionRow:
         sub = await self.store.get(sub_id)
@@ -113,6 +121,25 @@ class SubscriptionOps:
         self.engine.invalidate()
         return {"id": sub_id, "deleted": deleted}
 
+    async def set_enabled(self, sub_id: str, enabled: bool, *, owner: str, actor: str) -> JSON:
+        """Turn a subscription on again (e.g. after its webhook was disabled for failing; the
+        failure count restarts) or off; audited. Its state as `GET` lists it."""
+        await self._mine(sub_id, owner)
+        reason = None if enabled else f"disabled by {actor}"
+        if not await self.store.set_enabled(sub_id, enabled, reason):
+            raise NotFound(f"No subscription {sub_id[:40]}.")
+        self.engine.invalidate()
+        await self.audit.record(
+            actor=actor,
+            via="api" if owner == API_OWNER else "chat",
+            action="subscription enabled" if enabled else "subscription disabled",
+            args={"id": sub_id},
+            outcome=Outcome.OK,
+            result="",
+            now_ms=self.clock.now_ms(),
+        )
+        return subscription_json(await self._mine(sub_id, owner))
+
     async def poll(self, sub_id: str, since: int, *, owner: str) -> JSON:
         await self._mine(sub_id, owner)
         rows, cursor = await self.streams.page(sub_id, since)
@@ -145,6 +172,12 @@ class SubscriptionOps:
 
     async def http_delete(self, call: ApiCall) -> JSON:
         return await self.delete(call.params["id"], owner=API_OWNER)
+
+    async def http_enable(self, call: ApiCall) -> JSON:
+        return await self.set_enabled(call.params["id"], True, owner=API_OWNER, actor="api")
+
+    async def http_disable(self, call: ApiCall) -> JSON:
+        return await self.set_enabled(call.params["id"], False, owner=API_OWNER, actor="api")
 
     async def http_poll(self, call: ApiCall) -> JSON:
         assert isinstance(call.query, SuggestionsQuery)

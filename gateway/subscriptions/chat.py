@@ -17,7 +17,10 @@ from gateway.subscriptions.schema import SubscriptionRequest
 from gateway.turns.commands import CommandCall
 
 KINDS = "<topic|entity|document>"
-USAGE = f"list | add {KINDS} <pattern> | webhook <url> {KINDS} <pattern> | delete <id>"
+USAGE = (
+    f"list | add {KINDS} <pattern> | webhook <url> {KINDS} <pattern> | delete <id> "
+    "| enable <id> | disable <id>"
+)
 
 
 class SubscribeCommand:
@@ -39,6 +42,11 @@ class SubscribeCommand:
         if verb == "delete" and rest.strip():
             await self.ops.delete(rest.strip(), owner=owner)
             return f"Subscription {rest.strip()} deleted."
+        if verb in ("enable", "disable") and rest.strip():
+            sub_id = rest.strip()
+            enable = verb == "enable"
+            await self.ops.set_enabled(sub_id, enable, owner=owner, actor=call.scope.user.key)
+            return f"Subscription {sub_id} {verb}d."
         if verb == "add":
             return await self._create(call, rest, url=None, usage=usage)
         if verb == "webhook":

@@ -33,6 +33,7 @@ from gateway.subscriptions.schema import (
     ListQuery,
     Page,
     StreamQuery,
+    SubscriptionOut,
     SubscriptionRequest,
     SuggestionsQuery,
 )
@@ -84,15 +85,16 @@ class SubscriptionsFeature:
             finder=self.finder,
             notify=self._notify,
         )
+        audit = AuditLog(s.vault)
         self.webhooks = Webhooks(
             store=store,
             settings=settings,
             clock=s.clock,
-            audit=AuditLog(s.vault),
+            audit=audit,
             on_disabled=lambda sub_id: engine.invalidate(),
         )
         self.ops = ops = SubscriptionOps(
-            store=store, engine=engine, streams=self.streams, clock=s.clock
+            store=store, engine=engine, streams=self.streams, clock=s.clock, audit=audit
         )
         c.background(self.webhooks.run)
         c.turn_hook(self._on_turn)
@@ -112,6 +114,12 @@ class SubscriptionsFeature:
             ApiRoute(method="DELETE", path="/context/subscriptions/{id}",
                      summary="Delete a context subscription", handler=ops.http_delete,
                      params=sub, response=Deleted),
+            ApiRoute(method="POST", path="/context/subscriptions/{id}/enable",
+                     summary="Turn a subscription on again (its failure count restarts)",
+                     handler=ops.http_enable, params=sub, response=SubscriptionOut),
+            ApiRoute(method="POST", path="/context/subscriptions/{id}/disable",
+                     summary="Turn a subscription off (nothing is delivered until enabled)",
+                     handler=ops.http_disable, params=sub, response=SubscriptionOut),
             ApiRoute(method="GET", path="/context/suggestions",
                      summary="A subscription's events after a cursor (poll)",
                      handler=ops.http_poll, query=SuggestionsQuery, response=Page),

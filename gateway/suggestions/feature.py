@@ -4,7 +4,8 @@ It builds the `Finder` (kept on the feature: `app.feature(SuggestionsFeature).fi
 other features reach it) over the knowledge feature's index, retrieval and scope rules, the
 memories and the suggestion store; and contributes the block under replies (a step), `/use`,
 `/dismiss`, `/suggestions`, the `suggestions` context provider (used items), the
-`context_suggest` and `suggestion_feedback` tools, the `suggestions` section of `/admin stats`
+`context_suggest` and `suggestion_feedback` tools (offered while suggestions are on and
+something could be suggested: `presence.py`), the `suggestions` section of `/admin stats`
 and `GET /stats` (per-type acceptance, demoted types), and the `iris_suggestions_total`
 metric. `feedback` is what the platforms' Use/Dismiss buttons call.
 """
@@ -14,11 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core.metrics import LabelValues
+from gateway.core.scope import Scope
 from gateway.features.contributions import Contributions, Gauge
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.suggestions.feedback import Feedback, UsedProvider, tools
 from gateway.suggestions.finder import Finder, ItemType
 from gateway.suggestions.inline import Inline
+from gateway.suggestions.presence import Presence
 from gateway.suggestions.settings import SuggestionsSection
 from gateway.suggestions.tuning import Tuning, demoted_types
 from vault.suggestions import SuggestionStore
@@ -44,10 +47,14 @@ class SuggestionsFeature:
             store=self.store,
             embedder=k.embedder,
         )
+        self.presence = presence = Presence(
+            retriever=k.retriever, memories=s.memories, store=self.store
+        )
         self.tuning = Tuning(self.store, self.settings)
         self.feedback = Feedback(self.store, self.tuning)
         self.inline = Inline(
             finder=finder,
+            presence=presence,
             store=self.store,
             tuning=self.tuning,
             conversations=s.conversations,
@@ -57,7 +64,7 @@ class SuggestionsFeature:
             settings=self.settings,
         )
         c.command(*self.feedback.commands())
-        c.tool(*tools(finder, self.feedback, self.settings.min_relevance))
+        c.tool(*tools(finder, self.feedback, self.settings.min_relevance, self._offer_tools))
         c.provider(UsedProvider(self.store))
         c.stats("suggestions", self.stats)
         c.gauge(
@@ -71,6 +78,11 @@ class SuggestionsFeature:
         )
         if self.settings.enabled:
             c.step(self.inline.step())
+
+    async def _offer_tools(self, scope: Scope) -> bool:
+        """The suggestion tools, while suggestions are on and something could be suggested
+        here (documents, or the user's memories; the follow-ups are in every request)."""
+        return self.settings.enabled and await self.presence.offerable(scope)
 
     async def stats(self, since_ms: int) -> dict[str, Any]:
         counts = await self.store.type_counts(since_ms)

@@ -16,7 +16,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.agent.context import ContextItem, Phase, Position
-from gateway.agent.tools import Tool
+from gateway.agent.tools import Offered, Tool
 from gateway.core.errors import NotFound, ToolError, UserInputError, WrongState
 from gateway.core.scope import Scope
 from gateway.suggestions.finder import Finder
@@ -162,7 +162,11 @@ class FeedbackArgs(BaseModel):
     action: Action
 
 
-def tools(finder: Finder, feedback: Feedback, min_relevance: float) -> list[Tool]:
+def tools(
+    finder: Finder, feedback: Feedback, min_relevance: float, offered: Offered | None = None
+) -> list[Tool]:
+    """`context_suggest` and `suggestion_feedback`, offered when `offered` says so."""
+
     async def suggest(scope: Scope, args: SuggestArgs) -> str:
         found = await finder.find(scope, args.about or scope.text, limit=5,
                                   min_relevance=min_relevance)  # fmt: skip
@@ -182,6 +186,6 @@ def tools(finder: Finder, feedback: Feedback, min_relevance: float) -> list[Tool
             raise ToolError(str(exc)) from exc
 
     return [
-        Tool("context_suggest", SUGGEST_TOOL, SuggestArgs, suggest),
-        Tool("suggestion_feedback", FEEDBACK_TOOL, FeedbackArgs, give_feedback),
+        Tool("context_suggest", SUGGEST_TOOL, SuggestArgs, suggest, offered=offered),
+        Tool("suggestion_feedback", FEEDBACK_TOOL, FeedbackArgs, give_feedback, offered=offered),
     ]

@@ -153,8 +153,8 @@ class Finder:
         raw = list(dict.fromkeys(words("\n".join([*recent[-2:], text]))))
         total, frequency = await self._frequencies({*raw, *(stem(w) for w in raw)})
         w = weights(raw, total, frequency)
-        conversation = "\n".join([*recent[-2:], text])
-        full = conversation
+        conversation = [*recent[-2:], text]
+        full = "\n".join(conversation)
         if total >= LARGE_INDEX:
             full = " ".join(search_words(raw, total, frequency))
         found = await asyncio.gather(
@@ -174,7 +174,7 @@ class Finder:
         self,
         scope: Scope,
         text: str,
-        conversation: str,
+        conversation: Sequence[str],
         query: dict[str, str],
         w: dict[str, float],
         min_relevance: float,
@@ -198,12 +198,14 @@ class Finder:
             if match.relevance > 0:
                 scored.append((doc, picked, body, match))
         # The semantic similarity can only lift a lexical match by SEMANTIC_LIFT: the message is
-        # embedded only when that could bring a candidate up to `min_relevance`.
+        # embedded only when that could bring a candidate up to `min_relevance`. Each message
+        # is embedded alone and the vectors blended (`Retriever.query_vector`): the earlier
+        # ones are in the embedder's cache from their own turns.
         cosines: dict[int, float] = {}
         if self.embedder and any(m.relevance + SEMANTIC_LIFT >= min_relevance for *_, m in scored):
-            cosines = {
-                h.document: h.score for h in await self.retriever.semantic(conversation, visible)
-            }
+            found = await self.retriever.semantic(conversation[-1], visible,
+                                                  earlier=conversation[:-1])  # fmt: skip
+            cosines = {h.document: h.score for h in found}
         out = []
         for doc, picked, body, match in scored:
             relevance = lifted(match.relevance, cosines.get(doc.id))

@@ -2,7 +2,8 @@
 
 A turn step that lets the rest of the chain run first: the reply is composed and sent before
 anything here happens, so suggestions never hold it up. Then, for a turn the model answered,
-unless suggestions are off for the user or the chat, and at most once per
+unless there is nothing the finder could find (`presence.py`: one probe, not its reads),
+suggestions are off for the user or the chat, and at most once per
 `chat_cooldown_minutes`: the finder's candidates, less the items this chat was offered within
 `item_cooldown_hours` or dismissed, less what this turn's request already carried (its context
 trace), adjusted by feedback (`tuning.py`), at least `min_relevance`, at most `max_per_turn`.
@@ -16,10 +17,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from gateway.agent.context import TraceStore, content_hash
+from gateway.agent.context import content_hash
+from gateway.agent.traces import TraceStore
 from gateway.core.messages import Button, Outbound, OutboundKind
 from gateway.core.scope import Scope
 from gateway.suggestions.finder import Candidate, Finder, ItemType
+from gateway.suggestions.presence import Presence
 from gateway.suggestions.settings import SuggestionsSection
 from gateway.suggestions.tuning import Tuning
 from gateway.turns.commands import Hint
@@ -84,6 +87,7 @@ class Inline:
         self,
         *,
         finder: Finder,
+        presence: Presence,
         store: SuggestionStore,
         tuning: Tuning,
         conversations: Conversations,
@@ -93,6 +97,7 @@ class Inline:
         settings: SuggestionsSection,
     ) -> None:
         self.finder = finder
+        self.presence = presence
         self.store = store
         self.tuning = tuning
         self.conversations = conversations
@@ -117,7 +122,9 @@ class Inline:
     async def pick(self, scope: Scope) -> list[Candidate]:
         """What to show under this turn's reply (empty: nothing, or not now)."""
         s = self.settings
-        if not s.enabled or await self.store.is_off(scope.user_pk, scope.chat_pk):
+        if not s.enabled or not await self.presence.anything(scope):  # nothing to find
+            return []
+        if await self.store.is_off(scope.user_pk, scope.chat_pk):
             return []
         last = await self.store.last_block_ms(scope.chat_pk)
         if last is not None and scope.now_ms - last < s.chat_cooldown_minutes * 60_000:

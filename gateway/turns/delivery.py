@@ -30,6 +30,9 @@ Every outcome is counted (`iris_delivery_attempts_total`, `iris_delivery_deferre
 `iris_outbound_messages_total`), each uncertain or failed send is logged once, in one line,
 and `health` (`gateway/turns/delivery_health.py`) marks a channel that cannot deliver until it
 delivers again.
+
+Size: a little over 400 lines; the inline attempts, the background resend and (with replicas)
+the outbox leases share one piece of state — which rows this process is working on.
 """
 
 from __future__ import annotations
@@ -160,7 +163,7 @@ class Delivery:
         """Send a row another component wrote as `pending` (in its own transaction), retrying
         in place; `on_sent` runs in the transaction that marks the row sent."""
         with self._holding(row_id):
-            if not await self.outbox.mark_sending(row_id):
+            if not await self.outbox.mark_sending(row_id, self.clock.now_ms()):
                 return DeliveryResult(DeliveryStatus.DUPLICATE, row_id)
             row = OutboxRow(id=row_id, outbound=out, status="sending", attempts=1)
             return await self._attempts(row, on_sent, math.inf)
@@ -178,14 +181,41 @@ class Delivery:
             log.warning(
                 "%d outgoing message(s) were interrupted mid-send: marked uncertain", uncertain
             )
-        self._leftovers_up_to = await self.outbox.last_id()
+        if self.outbox.owner is None:  # alone: every row written before now is a leftover
+            self._leftovers_up_to = await self.outbox.last_id()
         return uncertain
 
     # --- the background resend ----------------------------------------------------------
 
     async def run(self) -> None:
         """The background resend, until cancelled: a pass at once, whenever a row is left to
-        it, and when the next waiting row is due."""
+        it, and when the next waiting row is due. With replicas (an outbox `owner`), also
+        keeps this replica's leases and takes over the rows of replicas that died."""
+        async with asyncio.TaskGroup() as tg:
+            if self.outbox.owner is not None:
+                tg.create_task(self._keep_leases(), name="outbox leases")
+            await self._resend_loop()
+
+    async def _keep_leases(self) -> None:
+        """Every third of the lease: renew this replica's rows; settle `uncertain` the rows
+        whose holder's lease ran out mid-send; wake the resend for the waiting ones it left."""
+        while True:
+            await self.clock.sleep(self.outbox.lease_ms / 3000)
+            now = self.clock.now_ms()
+            try:
+                await self.outbox.renew(now)
+                settled = await self.outbox.recover_after_crash(now, at_start=False)
+            except Exception as exc:  # the vault may be away: the next round tries again
+                log.warning("renewing the outbox leases failed: %s", type(exc).__name__)
+                continue
+            if settled:
+                log.warning(
+                    "%d outgoing message(s) of a stopped replica were interrupted mid-send: "
+                    "marked uncertain", settled,
+                )  # fmt: skip
+            self._wake.set()
+
+    async def _resend_loop(self) -> None:
         while True:
             self._wake.clear()  # before the pass: a row left to us during it starts another
             try:
@@ -204,7 +234,7 @@ class Delivery:
             now = self.clock.now_ms()
             ready: list[OutboxRow] = []
             next_ms = now + RETRY_PASS_MS if broken else None
-            for waiting in await self.outbox.first_waiting():
+            for waiting in await self.outbox.first_waiting(now_ms=now):
                 at = self._due_ms(waiting)
                 if at is None or waiting.row.id in broken:
                     continue
@@ -230,8 +260,8 @@ class Delivery:
         async with slots:
             try:
                 with self._holding(row.id):
-                    if not await self.outbox.mark_sending(row.id):
-                        return  # sent or settled meanwhile
+                    if not await self.outbox.mark_sending(row.id, self.clock.now_ms()):
+                        return  # sent or settled meanwhile (or held by another replica)
                     claimed = OutboxRow(
                         id=row.id, outbound=row.outbound, status="sending",
                         attempts=row.attempts + 1,
@@ -322,7 +352,7 @@ class Delivery:
                     return DeliveryResult(DeliveryStatus.QUEUED, row.id)
                 await self.clock.sleep(delay)
                 waited += delay
-                if not await self.outbox.mark_sending(row.id):
+                if not await self.outbox.mark_sending(row.id, self.clock.now_ms()):
                     return DeliveryResult(DeliveryStatus.DUPLICATE, row.id)
                 attempt += 1
                 continue

@@ -9,13 +9,18 @@ already is resumed, or found answered (the record step decides, see `steps.py`).
 
 If the vault cannot take the batch (disk full, read-only), this raises `VaultError`: the
 channel must not confirm, so the platform redelivers later. It is logged once per outage.
+
+This is the one-process intake (SQLite). On PostgreSQL, where several replicas may share the
+vault, `shared_intake.py` saves the same way but runs a chat's messages only where the chat is
+claimed (`gateway/app/intake.py` picks one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from gateway.core.errors import VaultError
 from gateway.core.messages import Inbound, RejectedInbound
@@ -44,7 +49,7 @@ class Intake:
         if not items:
             return []
         try:
-            admitted = await self.store.admit(items, self.clock.now_ms())
+            turns = await self._take(items)
         except VaultError as exc:
             if not self.failing:
                 log.error("intake: cannot save inbound messages (%s); not confirming them", exc)
@@ -58,7 +63,19 @@ class Intake:
             if isinstance(item, RejectedInbound):
                 log.warning("%s: rejected delivery %s: %s", item.channel, item.key, item.reason)
                 self.metrics.intake.inc("rejected")
+        return turns
+
+    async def _take(self, items: Sequence[Inbound | RejectedInbound]) -> list[asyncio.Future[None]]:
+        """Save the batch and schedule its turns (on PostgreSQL: `shared_intake.py`)."""
+        admitted = await self.store.admit(items, self.clock.now_ms())
         return [self._submit(row_id, inbound, replay=False) for row_id, inbound in admitted]
+
+    def jobs(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        """Background work the intake needs while serving (none: one process, one vault)."""
+        return []
+
+    async def close(self) -> None:
+        """After the router drained: give up what this replica holds (nothing here)."""
 
     async def replay(self) -> int:
         """Hand every saved, unfinished message to the router again; how many."""

@@ -2,6 +2,8 @@
 (respx only sees the test's own process). It keeps Telegram's polling contract: `getUpdates`
 returns the updates from `offset` on and holds the poll open until one arrives; an offset
 confirms everything before it. Every `sendMessage` is kept with the message it replies to.
+With `conflict` set, `getUpdates` answers 409 as Telegram does while another client polls the
+same token (counted in `conflicts`); `polls` counts the answered ones.
 
     async with BotAPIServer() as api:
         api.add_message(chat_id=7, text="hi")      # queued like a user writing
@@ -23,6 +25,10 @@ from typing import Any, Self
 from aiohttp import web
 
 POLL_HOLD_S = 0.5  # long polls end this soon without news, so a killed client is noticed
+CONFLICT = (
+    "Conflict: terminated by other getUpdates request; make sure that only one bot instance "
+    "is running"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,9 @@ class BotAPIServer:
         self.sent: list[Sent] = []
         self.confirmed = 0  # the highest offset a getUpdates carried
         self.handed_out = 0  # getUpdates answers that carried updates
+        self.polls = 0  # getUpdates requests taken (not answered 409)
+        self.conflict = False  # answer getUpdates 409: another poller holds the token
+        self.conflicts = 0
         self.changed = asyncio.Condition()
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
@@ -93,6 +102,11 @@ class BotAPIServer:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         fields = await _fields(request)
+        if method == "getUpdates" and self.conflict:
+            self.conflicts += 1
+            await self._notify()
+            return web.json_response({"ok": False, "error_code": 409, "description": CONFLICT},
+                                     status=409)  # fmt: skip
         try:
             return web.json_response({"ok": True, "result": await self._answer(method, fields)})
         finally:
@@ -114,6 +128,7 @@ class BotAPIServer:
 
     async def _get_updates(self, offset: int) -> list[dict[str, Any]]:
         self.confirmed = max(self.confirmed, offset)
+        self.polls += 1
         async with self.changed:
             try:
                 await asyncio.wait_for(self.changed.wait_for(self._news), POLL_HOLD_S)

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 from aiohttp import web
 
@@ -109,6 +109,17 @@ class FakeSlackAPI:
             "accepts_response_payload": False,
             "retry_attempt": 0,
             "payload": json.loads(body),
+        }
+        await self.sockets[-1].send_json(envelope)
+
+    async def push_interactive(self, envelope_id: str, form_body: str) -> None:
+        """A button click over the socket: the payload of `action_body`'s form, enveloped."""
+        (payload,) = parse_qs(form_body)["payload"]
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "interactive",
+            "accepts_response_payload": True,
+            "payload": json.loads(payload),
         }
         await self.sockets[-1].send_json(envelope)
 

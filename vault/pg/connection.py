@@ -14,17 +14,24 @@ cause, so the batch's error handling and the stores' `except` clauses hold on bo
 Python bools go in as 0/1 (the schema keeps SQLite's integer flags), and numeric results
 (SUM/AVG over BIGINT) come back as int when whole, else float.
 
-Each `Worker` owns one connection and the one thread it is used on.
+Each `Worker` owns one connection and the one thread it is used on. When PostgreSQL goes away
+(a restart, a failover, `pg_terminate_backend`) the connection breaks: the call that finds it
+broken fails, and the next call reconnects — at most one attempt per backoff step (1 s
+doubling to 30 s), calls in between failing at once without touching the network, so nothing
+loops. `problem` says why the vault is down until a reconnect succeeds; `generation` counts
+connections, so a transaction that spanned a reconnect is refused instead of committing half.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -36,7 +43,10 @@ from psycopg.types.string import TextLoader
 
 from vault.pg.dialect import translate
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
+BACKOFF_S = (1.0, 30.0)  # the first wait after a failed reconnect, and the longest
 Params = Sequence[Any] | dict[str, Any]
 
 _ERRORS: tuple[tuple[type[psycopg.Error], type[sqlite3.Error]], ...] = (
@@ -209,11 +219,21 @@ class PgRaw:
 
 
 class Worker:
-    """One connection and the single thread every call on it runs on."""
+    """One connection and the single thread every call on it runs on; reconnects with backoff
+    when the connection broke."""
 
-    def __init__(self, raw: PgRaw, name: str) -> None:
+    def __init__(self, raw: PgRaw, name: str, url: str = "", *, read_only: bool = False) -> None:
         self.raw = raw
+        self.name = name
+        self._url = url
+        self._read_only = read_only
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.generation = 1  # connections made so far
+        self.attempts = 0  # reconnects tried (each one backoff step apart)
+        self.problem: str | None = None  # why the connection is down, None while it works
+        self._wait_s = 0.0
+        self._next_try = 0.0  # `monotonic()` before which no reconnect is tried
+        self.monotonic: Callable[[], float] = time.monotonic
 
     @classmethod
     async def open(cls, url: str, name: str, *, read_only: bool = False) -> Worker:
@@ -224,13 +244,61 @@ class Worker:
             )
         finally:
             thread.shutdown(wait=False)
-        return cls(raw, name)
+        return cls(raw, name, url, read_only=read_only)
 
     async def call(self, fn: Callable[[PgRaw], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, self.raw)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run, fn)
+
+    def _run(self, fn: Callable[[PgRaw], T]) -> T:
+        """On the worker's thread: reconnect first if the connection broke, then `fn`. A read
+        that finds its connection gone is run once more on a new one (it changed nothing); a
+        write is not (its outcome is the caller's to judge)."""
+        if self.raw.pg.broken or self.raw.pg.closed:
+            self._reconnect()
+        try:
+            result = fn(self.raw)  # (a read batch returns its bodies' failures as outcomes)
+        except sqlite3.Error:
+            if not self._lost() or not self._read_only:
+                raise
+        else:
+            if not self._lost() or not self._read_only:
+                return result
+        self._reconnect()
+        return fn(self.raw)
+
+    def _lost(self) -> bool:
+        """Whether the connection broke (noted once, for `problem` and the log)."""
+        if not self.raw.pg.broken:
+            return False
+        if self.problem is None:
+            self.problem = "the connection to PostgreSQL was lost"
+            log.warning("%s: the connection to PostgreSQL was lost", self.name)
+        return True
+
+    def _reconnect(self) -> None:
+        now = self.monotonic()
+        if now < self._next_try:
+            raise sqlite3.OperationalError(
+                f"{self.problem}; reconnecting in {self._next_try - now:.0f} s"
+            )
+        self.attempts += 1
+        try:
+            raw = PgRaw.connect(self._url, read_only=self._read_only)
+        except sqlite3.Error as exc:
+            first, most = BACKOFF_S
+            self._wait_s = min(most, self._wait_s * 2) if self._wait_s else first
+            self._next_try = self.monotonic() + self._wait_s
+            self.problem = "PostgreSQL is unreachable (reconnecting with backoff)"
+            raise sqlite3.OperationalError(f"{self.problem}: {exc}") from exc
+        old, self.raw = self.raw, raw
+        self.generation += 1
+        self.problem, self._wait_s, self._next_try = None, 0.0, 0.0
+        log.warning("%s: reconnected to PostgreSQL", self.name)
+        with suppress(Exception):  # it is broken already; closing it is tidying up
+            old.close()
 
     async def close(self) -> None:
-        try:
-            await self.call(lambda raw: raw.close())
+        try:  # the connection as it is: closing never reconnects
+            await asyncio.get_running_loop().run_in_executor(self._thread, self.raw.close)
         finally:
             self._thread.shutdown(wait=False)

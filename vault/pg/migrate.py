@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from gateway.core.errors import VaultError
+from gateway.core.errors import SchemaTooNew, VaultError
 from vault.pg.connection import PgRaw, mapped_errors
 from vault.pg.schema import pg_statements
 from vault.pg.vault import PgVault, schema_version
@@ -21,13 +21,6 @@ log = logging.getLogger(__name__)
 
 # pg_advisory_lock key of the migrator: "iris" + "migr" as two 32-bit halves.
 MIGRATION_LOCK = 0x69726973_6D696772
-
-
-def _newer(current: int, known: int) -> VaultError:
-    return VaultError(
-        f"vault schema version {current} is newer than this Iris ({known}); "
-        "upgrade Iris or restore a backup"
-    )
 
 
 def _apply(raw: PgRaw, migrations: Sequence[Migration]) -> list[str]:
@@ -43,7 +36,7 @@ def _apply(raw: PgRaw, migrations: Sequence[Migration]) -> list[str]:
             raw.pg.execute(b"INSERT INTO iris_schema (version) VALUES (0) ON CONFLICT DO NOTHING")
         current = schema_version(raw)
         if current > len(migrations):
-            raise _newer(current, len(migrations))
+            raise SchemaTooNew(current, len(migrations))
         applied = []
         for version, migration in enumerate(migrations[current:], start=current + 1):
             statements = pg_statements(migration)

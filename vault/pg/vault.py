@@ -8,8 +8,8 @@ their SQL is translated by `vault/pg/dialect.py`.
 
 The schema version lives in the table `iris_schema` (PostgreSQL has no `user_version`);
 `vault/pg/migrate.py` keeps it. `backup()` calls `pg_dump` when it is installed.
-Replicas will share this database; what they need (leader locks, claiming inbound with
-`FOR UPDATE SKIP LOCKED`, lease columns) goes through the same writer.
+Replicas share this database; claiming inbound (`FOR UPDATE SKIP LOCKED`, lease columns) goes
+through the same writer, while leader locks live on connections of their own (`leader.py`).
 """
 
 from __future__ import annotations
@@ -55,31 +55,40 @@ def _reason(exc: BaseException) -> str:
 class PgTx:
     """`vault.db.Tx` on PostgreSQL: each call one hop to the writer's thread."""
 
-    __slots__ = ("_worker",)
+    __slots__ = ("_began", "_worker")
 
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
+        self._began: int | None = None  # the connection a `transaction()` began on
+
+    def began(self) -> None:
+        self._began = self._worker.generation
+
+    async def _call(self, fn: Callable[[PgRaw], T]) -> T:
+        def guarded(raw: PgRaw) -> T:
+            # After a reconnect the statement would run outside the transaction, committed
+            # on its own: the transaction fails instead.
+            if self._began is not None and self._worker.generation != self._began:
+                raise sqlite3.OperationalError("the connection was lost mid-transaction")
+            return fn(raw)
+
+        return await self._worker.call(guarded)
 
     async def execute(self, sql: str, params: Params = ()) -> int:
-        """Run one statement; return the identity an INSERT drew (0 when none)."""
-
-        def body(raw: PgRaw) -> int:
-            cursor = raw.execute(sql, params)
-            if sql.lstrip()[:6].upper() != "INSERT":
-                return 0
-            return cursor.lastrowid or 0
-
-        return await self._worker.call(body)
+        """Run one statement; 0. An id an INSERT drew comes from its `RETURNING` clause
+        (`scalar`), the same on both backends: no `lastval()` round trip after every INSERT."""
+        await self._call(lambda raw: raw.execute(sql, params))
+        return 0
 
     async def execute_rowcount(self, sql: str, params: Params = ()) -> int:
-        return await self._worker.call(lambda raw: raw.execute(sql, params).rowcount)
+        return await self._call(lambda raw: raw.execute(sql, params).rowcount)
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         listed = list(rows)
-        await self._worker.call(lambda raw: raw.executemany(sql, listed))
+        await self._call(lambda raw: raw.executemany(sql, listed))
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        rows = await self._worker.call(lambda raw: raw.execute(sql, params).fetchall())
+        rows = await self._call(lambda raw: raw.execute(sql, params).fetchall())
         return cast(list[Row], rows)
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
@@ -167,12 +176,20 @@ class PgVault(Vault):
         async with self.writer() as tx:
             worker = self._worker(self._pg_writer)
             await _shielded(worker.call(lambda raw: raw.execute("BEGIN")))
+            tx.began()
             try:
                 yield tx
             except BaseException:
                 await _shielded(worker.call(lambda raw: raw.execute("ROLLBACK")))
                 raise
-            await worker.call(lambda raw: raw.execute("COMMIT"))
+            await tx.execute("COMMIT")  # guarded: never a COMMIT on a new, empty session
+
+    def problem(self) -> str | None:
+        """Why the vault cannot be used now (a lost connection, reconnecting), else None."""
+        for worker in (self._pg_writer, self._pg_reader):
+            if worker is not None and worker.problem is not None:
+                return worker.problem
+        return None
 
     async def checkpoint(self) -> None:
         """Nothing to do: PostgreSQL checkpoints on its own."""

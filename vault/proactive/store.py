@@ -1,11 +1,13 @@
 """Proactive intents and triggers: registration, the leased claim, and every state change.
 
 Both tables share one lifecycle (see the `proactive` migration). The claim is one
-`UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING id` inside `BEGIN IMMEDIATE`, so two engines
-never hold the same row; it stamps a `claim` token and a lease, and every later change of that
-row is guarded by the token — a run whose lease expired (a crash, a hang) and was taken over
-can no longer write. `begin_delivery` writes the outbox row, the log row and the `delivering`
-state in one transaction *before* the send, so a crash can never lead to a second send.
+`UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING id` inside `BEGIN IMMEDIATE` (on PostgreSQL
+the SELECT is `FOR UPDATE SKIP LOCKED`: replicas claiming at once skip each other's rows), so
+two engines never hold the same row; it stamps a `claim` token and a lease, and every later
+change of that row is guarded by the token — a run whose lease expired (a crash, a hang) and
+was taken over can no longer write. `begin_delivery` writes the outbox row, the log row and
+the `delivering` state in one transaction *before* the send, so a crash can never lead to a
+second send.
 The engine's hot transactions are synchronous bodies (`vault/proactive/tx.py`) run with
 `Vault.run`: one worker-thread hop per transaction instead of one per statement.
 """
@@ -99,10 +101,10 @@ class ProactiveStore:
             cursor = raw.execute(
                 """INSERT INTO proactive_intents (chat, user, what, why, confidence, kind,
                        exact_time, execute_at, due_at, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
                 values,
-            )
-            return int(cursor.lastrowid or 0)
+            ).fetchone()
+            return int(cursor[0])
 
         return await self.vault.run(insert)
 
@@ -184,8 +186,11 @@ class ProactiveStore:
 
     async def claim(self, *, now_ms: int, lease_ms: int, limit: int, token: str) -> list[Item]:
         """Lease up to `limit` due rows (intents first, oldest due first) to `token`."""
+        dialect = self.vault.dialect
         ids = await self.vault.run(
-            lambda raw: claim_in(raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token)
+            lambda raw: claim_in(
+                raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token, dialect=dialect
+            )
         )
         return await self._claimed(ids)
 
@@ -196,10 +201,13 @@ class ProactiveStore:
         """`expire_stale`, then `claim`, in one transaction that also reads back the claimed
         items and the quota-counted sends their users got since `sends_since_ms` and everyone
         got since `global_since_ms` — the start of a tick in one hop."""
+        dialect = self.vault.dialect
 
         def body(raw: sqlite3.Connection) -> Claimed:
             expired = expire_stale_in(raw, now_ms=now_ms, cutoff_ms=cutoff_ms)
-            ids = claim_in(raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token)
+            ids = claim_in(
+                raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token, dialect=dialect
+            )
             items = [
                 item_from_row(row)
                 for source in ("intent", "trigger")

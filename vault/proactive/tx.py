@@ -52,9 +52,18 @@ def sends_since_in(raw: sqlite3.Connection, since_ms: int) -> int:
     )
 
 
+# What the claim's inner SELECT adds per backend. SQLite: nothing (`BEGIN IMMEDIATE` already
+# makes one writer). PostgreSQL: lock the chosen rows, skipping those another replica's claim
+# is locking. Without it two concurrent claims would pick the same rows from their snapshots,
+# and the second UPDATE, once the first commits, would re-lease them (the subquery is not
+# re-evaluated after waiting on the row lock).
+SKIP_LOCKED = {"sqlite": "", "postgresql": " FOR UPDATE SKIP LOCKED"}
+
+
 def claim_in(
-    raw: sqlite3.Connection, *, now_ms: int, lease_ms: int, limit: int, token: str
-) -> dict[str, list[int]]:
+    raw: sqlite3.Connection, *, now_ms: int, lease_ms: int, limit: int, token: str,
+    dialect: str = "sqlite",
+) -> dict[str, list[int]]:  # fmt: skip
     """Lease up to `limit` due rows (intents first, oldest due first) to `token`."""
     ids: dict[str, list[int]] = {"intent": [], "trigger": []}
     for source in ("intent", "trigger"):
@@ -66,7 +75,7 @@ def claim_in(
                 WHERE id IN (SELECT id FROM {TABLES[source]}
                     WHERE status = 'pending' AND execute_at <= ?
                       AND (lease_until IS NULL OR lease_until <= ?)
-                    ORDER BY execute_at LIMIT ?)
+                    ORDER BY execute_at LIMIT ?{SKIP_LOCKED[dialect]})
                 RETURNING id""",
             (token, now_ms + lease_ms, now_ms, now_ms, left),
         ).fetchall()  # every RETURNING row is fetched before COMMIT

@@ -250,6 +250,27 @@ async def test_socket_mode_receives_acks_and_reports_health(fake: FakeSlackAPI) 
     assert not channel.health().connected
 
 
+async def test_socket_mode_clicks_are_saved_then_acked(fake: FakeSlackAPI) -> None:
+    inbox = Inbox()
+    channel = SlackChannel(
+        bot_token=BOT_TOKEN, mode="socket", app_token="xapp-test", api_url=f"{fake.url}/api/"
+    )
+    use = {"action_id": "iris_button_1", "text": {"type": "plain_text", "text": "Use 1"}}
+    async with channel:
+        task = asyncio.create_task(channel.run(inbox))
+        try:
+            await asyncio.wait_for(channel.started.wait(), 5)
+            await fake.wait_for(lambda: fake.sockets)
+            await fake.push_interactive("env-click", action_body({**use, "value": "/use 1"}))
+            (item,) = await inbox.wait(1)
+            await fake.wait_for(lambda: fake.acks)
+            assert (item.text, item.chat.chat_id, item.user.user_id) == ("/use 1", "D1", "U1")
+            assert [a["envelope_id"] for a in fake.acks] == ["env-click"]
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
+
+
 async def test_events_before_the_channel_runs_are_not_acked_so_slack_redelivers(
     fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -15,7 +15,7 @@ from gateway.admin.api import AdminApi, token_matches
 from gateway.app.app import App
 from gateway.core.admin_ops import JSON, NewIntent, NewTrigger
 from gateway.core.errors import NotFound, WrongState
-from tests.prom import check_histograms, parse
+from tests.prom import check_histograms, parse, value
 
 TOKEN = "s3cret-token"
 OPS = web.AppKey("ops", "FakeOps")
@@ -157,11 +157,14 @@ async def test_actions_are_audited(client: TestClient[Any, Any], app: App) -> No
 
 async def test_stats_metrics_and_openapi(client: TestClient[Any, Any]) -> None:
     stats = await (await client.get("/stats", headers=AUTH)).json()
-    assert set(stats) == {"24h", "30d"}
+    assert set(stats) == {"24h", "30d", "replicas"}
+    [replica] = stats["replicas"]["replicas"]  # SQLite: this one replica, no heartbeat
+    assert replica["leaderships"] == []  # no channel here needs a leader
     metrics = await client.get("/metrics", headers=AUTH)
     assert metrics.content_type == "text/plain"
     types, samples = parse(await metrics.text())
     check_histograms(types, samples)
+    assert value(samples, "iris_replica_info", replica=replica["id"]) == 1
     spec = await (await client.get("/openapi.json", headers=AUTH)).json()
     assert spec["openapi"].startswith("3.")
     assert "/proactive/intent" in spec["paths"]
@@ -273,7 +276,9 @@ async def test_api_is_mounted_on_the_app_server_only_with_a_token(tmp_path: Any)
         assert app.http is not None
         base = f"http://127.0.0.1:{app.http.port}"
         async with session.get(f"{base}/healthz") as health:
-            assert set(await health.json()) == {"ok", "channels", "problems"}
+            assert set(await health.json()) == {
+                "ok", "channels", "problems", "replica", "leaderships", "alarms",
+            }  # fmt: skip
         async with session.get(f"{base}/stats") as denied:
             assert denied.status == 401
         async with session.get(f"{base}/stats", headers=AUTH) as allowed:

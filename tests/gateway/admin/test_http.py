@@ -12,6 +12,7 @@ from gateway.admin.http import HttpServer, health_report, health_route
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebRoute
+from gateway.core.replica import Replica
 from gateway.turns.delivery_health import DeliveryProblem
 
 UP = ChannelHealth(channel="telegram", connected=True, last_ok_ms=5, last_inbound_ms=4)
@@ -94,6 +95,31 @@ async def test_healthz_answers_503_while_a_channel_cannot_deliver() -> None:
         problems.clear()  # it delivered again
         async with s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
             assert r.status == 200
+
+
+async def test_healthz_names_the_replica_its_leaderships_and_alarms() -> None:
+    replica = Replica("iris-2")
+    replica.lead("telegram-polling")
+    server = HttpServer(host="127.0.0.1", port=0)
+    server.add_route(health_route(lambda: [UP], replica=replica))
+    async with server, aiohttp.ClientSession() as s:
+        async with s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
+            assert r.status == 200
+            body = await r.json()
+        assert (body["replica"], body["leaderships"], body["alarms"]) == (
+            "iris-2", ["telegram-polling"], {},
+        )  # fmt: skip
+        replica.alarm("vault", "PostgreSQL unreachable since 12:00")
+        async with s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
+            assert r.status == 503  # an alarm is a problem until it is cleared
+            body = await r.json()
+        assert body["problems"] == ["alarm: vault: PostgreSQL unreachable since 12:00"]
+        assert body["alarms"] == {"vault": "PostgreSQL unreachable since 12:00"}
+        replica.clear("vault")
+        replica.resign("telegram-polling")
+        async with s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
+            assert r.status == 200
+            assert (await r.json())["leaderships"] == []
 
 
 async def test_a_taken_port_is_a_clear_error() -> None:

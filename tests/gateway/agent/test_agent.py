@@ -111,9 +111,7 @@ async def test_request_shape_caching_and_headers(real_app: App, api: FakeAnthrop
         "proactive_list",
         "proactive_quota",
         "proactive_engage",
-        "context_suggest",
-        "suggestion_feedback",
-    }
+    }  # no documents, no memories: nothing the suggestion tools could find is offered
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 
 

@@ -15,8 +15,9 @@ import aiohttp
 import pytest
 
 from gateway.agent.agent import Agent
-from gateway.agent.context import ContextPipeline, TraceStore
+from gateway.agent.context import ContextPipeline
 from gateway.agent.tools import ToolRegistry
+from gateway.agent.traces import TraceStore
 from gateway.app.app import App
 from gateway.app.config import Config, Secrets
 from gateway.app.model import KEY_REJECTED_NOTICE

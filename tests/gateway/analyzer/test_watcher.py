@@ -200,7 +200,7 @@ async def test_analyzer_failure_never_costs_the_reply_nor_the_state(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in the analysis")
 
-    monkeypatch.setattr("gateway.analyzer.watcher.analyze", broken)
+    monkeypatch.setattr("gateway.analyzer.watcher.judge_lazily", broken)
     assert await harness.say(SHIFT) == "ok"
     watcher = harness.app.feature(AnalyzerFeature).watcher
     assert watcher is not None

@@ -53,16 +53,20 @@ def test_a_wrong_url_or_credentials_is_one_line_naming_the_key(
 
 
 def test_an_older_iris_refuses_a_newer_postgresql_schema(tmp_path: Path, pg_url: str) -> None:
-    env = {"IRIS_VAULT__URL": pg_url}
+    env = {"IRIS_VAULT__URL": pg_url, "ANTHROPIC_API_KEY": "test"}
     assert iris(tmp_path, "db", "migrate", env=env).returncode == 0
     with psycopg.connect(pg_url) as conn:
         conn.execute(b"UPDATE iris_schema SET version = version + 1")
-    result = iris(tmp_path, "chat", stdin="hello\n", env=env)
-    assert result.returncode == 1
     newer = len(MIGRATIONS) + 1
-    assert f"vault schema version {newer} is newer than this Iris ({len(MIGRATIONS)})" in (
-        result.stderr
-    )
+    for command, stdin in (("chat", "hello\n"), ("run", "")):
+        result = iris(tmp_path, command, stdin=stdin, env=env)
+        assert result.returncode == 2, result.stderr
+        # One line naming both versions (after `run`'s warnings about disabled channels).
+        errors = [ln for ln in result.stderr.splitlines() if not ln[:4].isdigit()]
+        assert errors == [
+            f"error: vault schema version {newer} is newer than this Iris ({len(MIGRATIONS)}); "
+            "upgrade Iris or restore a backup"
+        ]
     assert rows(pg_url, "SELECT count(*) FROM messages") == [(0,)]
 
 

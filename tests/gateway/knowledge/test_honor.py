@@ -115,3 +115,26 @@ async def test_the_context_status_tool_reports_the_same_trace(tmp_path: Path) ->
         assert result.content == channel.texts()[-1]
         assert files.received(request_text(llm.requests[0])) == set(_LISTED.findall(result.content))
         assert "Failover doc" in result.content
+
+
+async def test_context_tells_the_truth_after_a_restart(tmp_path: Path) -> None:
+    """The trace is saved with the request: a restarted Iris (or another replica on the same
+    vault) lists what the last request carried, not "nothing"."""
+    llm, channel = FakeLLM(), MemoryChannel()
+    files = Files(tmp_path)
+    files.put("failover")
+    config = knowledge_config(tmp_path)
+    async with app_with(config, channel, llm) as app:
+        await app.router.submit(inbound("tell me about failover"))
+        await app.router.submit(inbound("/context"))
+        before = channel.texts()[-1]
+    received = files.received(request_text(llm.requests[-1]))
+    assert received and set(_LISTED.findall(before)) == received
+    async with app_with(config, channel, FakeLLM()) as app:
+        await app.router.submit(inbound("/context"))
+        assert channel.texts()[-1] == before
+        await app.router.submit(inbound("/context trace"))
+        assert channel.texts()[-1].startswith("Context trace (")
+    async with app_with(config, channel, FakeLLM()) as app:
+        await app.router.submit(inbound("/context", chat="someone-else", user="someone-else"))
+        assert channel.texts()[-1].startswith("No model request in this chat yet")

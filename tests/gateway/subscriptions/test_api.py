@@ -170,6 +170,16 @@ async def test_an_unreachable_webhook_is_retried_then_disabled_and_audited(
         # Nothing else was affected: the poll subscription got its event.
         _, page = await s.call("GET", f"/context/suggestions?subscription={fine['id']}")
         assert len(page["events"]) == 1
+        # An admin turns it on again once the receiver is fixed: the failure count restarts.
+        status, again = await s.call("POST", f"/context/subscriptions/{broken['id']}/enable")
+        assert status == 200
+        assert (again["enabled"], again["failures"], again["disabled_reason"]) == (True, 0, None)
+        status, off = await s.call("POST", f"/context/subscriptions/{fine['id']}/disable")
+        assert (status, off["enabled"], off["disabled_reason"]) == (200, False, "disabled by api")
+        unknown = "/context/subscriptions/sub_0000000000000000/enable"
+        assert (await s.call("POST", unknown))[0] == 404
+        actions = [e.action for e in await s.app.audit.recent()]
+        assert "subscription enabled" in actions and actions.count("subscription disabled") == 2
 
 
 async def test_poll_with_a_cursor_and_feedback(tmp_path: Path) -> None:
@@ -262,6 +272,13 @@ async def test_admin_subscribe_in_chat(tmp_path: Path) -> None:
         await s.app.router.submit(inbound(f"/admin subscribe delete {sub['id']}", user="u2"))
         _, listing = await s.call("GET", "/context/subscriptions")
         assert len(listing["subscriptions"]) == 1  # not an admin: refused
+        await s.app.router.submit(inbound(f"/admin subscribe disable {sub['id']}", user="boss"))
+        assert s.channel.sent[-1].text == f"Subscription {sub['id']} disabled."
+        await s.app.router.submit(inbound("/admin subscribe", user="boss"))
+        assert "off (disabled by memory:boss)" in s.channel.sent[-1].text
+        await s.app.router.submit(inbound(f"/admin subscribe enable {sub['id']}", user="boss"))
+        _, listing = await s.call("GET", "/context/subscriptions")
+        assert listing["subscriptions"][0]["enabled"] is True
 
 
 async def test_an_open_stream_ends_when_iris_stops(tmp_path: Path) -> None:
