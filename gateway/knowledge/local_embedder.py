@@ -56,7 +56,7 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._queries: OrderedDict[str, bytes] = OrderedDict()  # text -> vector, newest last
         # text -> the running model call embedding it, and its place in that call's batch
-        self._running: dict[str, tuple[asyncio.Future[list[bytes]], int]] = {}
+        self._in_flight: dict[str, tuple[asyncio.Future[list[bytes]], int]] = {}
 
     def _run(self, texts: list[str], query: bool) -> list[bytes]:
         with self._lock:
@@ -72,7 +72,7 @@ class LocalEmbedder:
             return await asyncio.to_thread(self._run, list(texts), query)
         cut = [t[:MAX_QUERY_CHARS] for t in texts]
         missing = [
-            t for t in dict.fromkeys(cut) if t not in self._queries and t not in self._running
+            t for t in dict.fromkeys(cut) if t not in self._queries and t not in self._in_flight
         ]
         if missing:
             self._start(missing)
@@ -81,7 +81,7 @@ class LocalEmbedder:
             known = self._queries.get(text)
             if known is not None:
                 self._queries.move_to_end(text)
-            planned.append(self._running[text] if known is None else known)
+            planned.append(self._in_flight[text] if known is None else known)
         out = []
         for item in planned:
             if isinstance(item, tuple):
@@ -94,12 +94,12 @@ class LocalEmbedder:
     def _start(self, texts: list[str]) -> None:
         job = asyncio.ensure_future(asyncio.to_thread(self._run, texts, True))
         for place, text in enumerate(texts):
-            self._running[text] = (job, place)
+            self._in_flight[text] = (job, place)
 
         def done(finished: asyncio.Future[list[bytes]]) -> None:
             for text in texts:
-                if self._running.get(text, (None, 0))[0] is finished:
-                    del self._running[text]
+                if self._in_flight.get(text, (None, 0))[0] is finished:
+                    del self._in_flight[text]
             if finished.cancelled() or finished.exception() is not None:
                 return  # each waiter gets the error; nothing is cached
             for text, vector in zip(texts, finished.result(), strict=True):
