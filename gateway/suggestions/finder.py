@@ -291,15 +291,12 @@ class Finder:
     ) -> list[Candidate]:
         # Not one registered during this turn: the user just asked for it.
         found = await self.store.followups(scope.user_pk, scope.chat_pk, before_ms=scope.now_ms)
-        if not found:
-            return []
-        scored = [(f, lexical(query, f.what, f.why, w)) for f in found]
-        scored = [(f, m) for f, m in scored if m.relevance > 0]
-        if not scored:
-            return []
         out = []
-        for item, match in scored:
+        for item in found:
+            match = lexical(query, item.what, item.why, w)
             relevance = match.relevance
+            if relevance <= 0:
+                continue
             out.append(
                 Candidate(
                     key=f"followup:{item.id}",

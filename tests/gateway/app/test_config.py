@@ -143,3 +143,19 @@ def test_a_bad_inline_wait_for_delivery_is_one_line_naming_the_key(tmp_path: Pat
     for value in ("-1", "61", "'soon'"):
         found = problems(write(tmp_path, f"[delivery]\nmax_inline_wait_s = {value}\n"))
         assert len(found) == 1 and found[0].startswith("delivery.max_inline_wait_s: ")
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("replica_id = 'two words'", "vault.replica_id"),
+        ("leader_retry_s = 60", "vault.leader_retry_s"),
+        ("inbound_lease_s = 1", "vault.inbound_lease_s"),
+        ("inbound_poll_s = 5", "vault.inbound_poll_s"),
+    ],
+)
+def test_bad_replica_settings_are_one_line_naming_the_key(
+    tmp_path: Path, line: str, key: str
+) -> None:
+    found = problems(write(tmp_path, f"[vault]\n{line}\n"))
+    assert len(found) == 1 and found[0].startswith(f"{key}: ")
