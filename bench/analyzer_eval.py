@@ -1,16 +1,18 @@
 """Evaluate the context analyzer on labelled conversations and time it per message.
 
-    python bench/analyzer_eval.py                     # development sets, both modes
-    python bench/analyzer_eval.py --scan              # the threshold-selection rule, on them
-    python bench/analyzer_eval.py --speed             # latency, model load time, memory
-    python bench/analyzer_eval.py --speed --cooldowns # the same with a live chat's cooldowns
-    python bench/analyzer_eval.py FILE.jsonl ...      # any labelled set (e.g. the blind set)
+    python -m bench.analyzer_eval                     # development sets, both modes
+    python -m bench.analyzer_eval --scan              # the threshold-selection rule, on them
+    python -m bench.analyzer_eval --loso              # the rule on all sets but one, each in turn
+    python -m bench.analyzer_eval --speed             # latency, model load time, memory
+    python -m bench.analyzer_eval --speed --cooldowns # the same with a live chat's cooldowns
+    python -m bench.analyzer_eval FILE.jsonl ...      # any labelled set (e.g. the blind set)
 
-Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`
-and `analyzer_blind/cases.jsonl` (development data since its one scoring). The
-threshold-selection rule is written in `tests/data/analyzer_blind/README.md`: best
-topic-shift F1 with at most 3% false tips on the development set, per mode; frustration
-similarity: best F1 with precision at least 0.97.
+Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
+`analyzer_blind/cases.jsonl` and `analyzer_blind2/cases.jsonl` (the blind sets are development
+data since their one scoring). The threshold-selection rule is `analyzer_select.py`'s: best
+topic-shift F1 with at most 3% false tips on the development set, per mode (semantic: the
+threshold and the cue bonus jointly); frustration similarity: best F1 with precision at least
+0.97. `--loso` applies it to every set but one and scores the one left out, for each in turn.
 
 Quality: the last message of each conversation is judged with the earlier ones as history.
 Precision/recall/F1 for frustration (expect "compact") and topic shift (expect "clear"), and
@@ -36,11 +38,11 @@ import time
 import tracemalloc
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench import analyzer_select as sel
 from gateway.analyzer.detect import Analysis, Params, advance, analyze, judge_conversation
 from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
 from gateway.analyzer.semantic import SemanticSide, floats, pack
@@ -56,6 +58,7 @@ DEV = [
     DATA / "analyzer_holdout.jsonl",
     DATA / "analyzer_holdout2.jsonl",
     DATA / "analyzer_blind/cases.jsonl",  # scored once, then retired to development data
+    DATA / "analyzer_blind2/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
@@ -91,11 +94,17 @@ class Judge:
     def __init__(self, side: SemanticSide | None, vectors: dict[str, Vec] | None) -> None:
         self.side, self.vectors = side, vectors
 
+    def complaint(self, messages: Sequence[str]) -> float | None:
+        """The last message's similarity to the generic complaints (semantic mode)."""
+        if self.side is None or self.vectors is None:
+            return None
+        return self.side.complaint_similarity(self.vectors[messages[-1]])
+
     def __call__(self, messages: list[str], params: Params) -> Analysis:
         if self.side is None or self.vectors is None:
             return judge_conversation(messages, params, WINDOW)
         vectors = [self.vectors[m] for m in messages]
-        complaint = self.side.complaint_similarity(vectors[-1])
+        complaint = self.complaint(messages)
         return judge_conversation(messages, params, WINDOW, vectors=vectors, complaint=complaint)
 
 
@@ -116,13 +125,6 @@ def tally(cases: list[dict[str, Any]], judged: list[Analysis]) -> dict[str, list
     return t
 
 
-def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
-    precision = tp / (tp + fp) if tp + fp else 1.0
-    recall = tp / (tp + fn) if tp + fn else 1.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
-
-
 def interval(hits: int, n: int) -> str:
     low, high = wilson(hits, n)
     return f"{hits}/{n} = {hits / n if n else 0:.2f} [{low:.2f}, {high:.2f}]"
@@ -132,7 +134,7 @@ def report(name: str, t: dict[str, list[int]]) -> None:
     print(f"  {name}")
     for label in ("frustration", "clear"):
         tp, fp, fn = t[label]
-        _, _, f1 = prf(tp, fp, fn)
+        _, _, f1 = sel.prf(tp, fp, fn)
         print(
             f"    {'topic shift' if label == 'clear' else label:12} "
             f"P {interval(tp, tp + fp)}  R {interval(tp, tp + fn)}  F1 {f1:.2f}"
@@ -159,54 +161,35 @@ def quality(cases: list[dict[str, Any]], judge: Judge, params: Params, verbose: 
                 print(f"    miss {case['id']}: {case['expect']} -> {got} ({score})")
 
 
-def steps(low: float, high: float) -> list[float]:
-    return [round(low + i * 0.01, 2) for i in range(round((high - low) / 0.01) + 1)]
+def scored(cases: list[dict[str, Any]], judge: Judge, params: Params) -> list[sel.Scored]:
+    analyses = [judge(list(c["messages"]), params) for c in cases]
+    return sel.prepare(cases, analyses, [judge.complaint(c["messages"]) for c in cases])
+
+
+def describe(params: Params, semantic: bool) -> str:
+    if semantic:
+        return (
+            f"semantic_threshold {params.semantic_threshold}, cue_bonus {params.cue_bonus},"
+            f" complaint_threshold {params.complaint_threshold}"
+        )
+    return f"threshold {params.threshold}"
 
 
 def scan(cases: list[dict[str, Any]], judge: Judge, base: Params, semantic: bool) -> Params:
-    """The fixed rule: best F1 under the false-tip (or precision) bound; ties to the stricter."""
-    params = base
-    if semantic:
-        best: tuple[float, float] | None = None
-        for value in steps(0.80, 0.97):
-            t = tally(
-                cases,
-                [
-                    judge(list(c["messages"]), replace(params, complaint_threshold=value))
-                    for c in cases
-                ],
-            )
-            p, _, f1 = prf(*t["frustration"])
-            if p >= 0.97 and (best is None or f1 > best[0] or (f1 == best[0] and value > best[1])):
-                best = (f1, value)
-        if best is not None:
-            params = replace(params, complaint_threshold=best[1])
-        print(f"  complaint threshold {params.complaint_threshold} (frustration F1 {best})")
-    name = "semantic_threshold" if semantic else "threshold"
-    grid = steps(0.70, 0.90) if semantic else steps(0.0, 0.6)
-    rows = []
-    for value in grid:
-        trial = with_threshold(params, semantic, value)
-        t = tally(cases, [judge(list(c["messages"]), trial) for c in cases])
-        _, _, f1 = prf(*t["clear"])
-        hits, n = t["false_tips"]
-        rows.append((value, f1, hits / n))
-        print(f"    {name} {value:.2f}: topic-shift F1 {f1:.3f}, false tips {hits}/{n}")
-    allowed = [r for r in rows if r[2] <= 0.03]
-    if allowed:
-        # Ties go to the stricter value: the lower threshold suggests less.
-        value = max(allowed, key=lambda r: (r[1], -r[0]))[0]
-    else:
-        value = min(rows, key=lambda r: (r[2], -r[1]))[0]
-        print("  no value reaches 3% false tips: the one with the fewest")
-    print(f"  chosen {name} = {value}")
-    return with_threshold(params, semantic, value)
+    """The threshold-selection rule (`analyzer_select.py`) on these cases."""
+    chosen = sel.select(scored(cases, judge, base), base, semantic)
+    print(f"  chosen: {describe(chosen, semantic)}")
+    return chosen
 
 
-def with_threshold(params: Params, semantic: bool, value: float) -> Params:
-    if semantic:
-        return replace(params, semantic_threshold=value)
-    return replace(params, threshold=value)
+def leave_one_out(
+    groups: dict[str, list[dict[str, Any]]], judge: Judge, base: Params, semantic: bool
+) -> None:
+    """The rule applied to every set but one, scored on the one left out, for each in turn."""
+    sets = {name: scored(cases, judge, base) for name, cases in groups.items()}
+    for name, chosen, t in sel.leave_one_out(sets, base, semantic):
+        print(f"  held out {name}: chosen {describe(chosen, semantic)}")
+        report(name, t)
 
 
 # --- speed ---------------------------------------------------------------------------------
@@ -324,6 +307,9 @@ async def main() -> int:
     parser.add_argument("cases", nargs="*", type=Path, default=DEV)
     parser.add_argument("--verbose", action="store_true", help="list every misjudged case")
     parser.add_argument("--scan", action="store_true", help="apply the threshold rule")
+    parser.add_argument(
+        "--loso", action="store_true", help="the rule on all sets but one, for each in turn"
+    )
     parser.add_argument("--speed", action="store_true", help="latency, load time, memory")
     parser.add_argument(
         "--cooldowns",
@@ -332,7 +318,9 @@ async def main() -> int:
     )
     parser.add_argument("--mode", choices=("both", "semantic", "lexical"), default="both")
     args = parser.parse_args()
-    cases = [c for path in args.cases for c in load(path)]
+    groups = {str(path.relative_to(DATA) if path.is_relative_to(DATA) else path): load(path)
+              for path in args.cases}  # fmt: skip
+    cases = [c for group in groups.values() for c in group]
     print(f"{len(cases)} cases from {', '.join(p.name for p in args.cases)}")
     params = Params()
     if args.speed:
@@ -348,7 +336,9 @@ async def main() -> int:
         modes.append(("semantic", Judge(side, vectors)))
     for name, judge in modes:
         print(f"mode {name}")
-        if args.scan:
+        if args.loso:
+            leave_one_out(groups, judge, params, name == "semantic")
+        elif args.scan:
             scan(cases, judge, params, name == "semantic")
         else:
             quality(cases, judge, params, args.verbose)

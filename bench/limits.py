@@ -2,12 +2,14 @@
 
 Part one times `Budgets.admit` + `settle` alone on a realistic request (a 40-message history,
 about 24k characters, with tools), the path every model call takes: estimate, meters,
-reservation, settlement and the write-behind of the spend. Part two runs the router benchmark's
+reservation, settlement and the write-behind of the spend; with `--pg URL`, also on a
+PostgreSQL vault, where every call reserves and settles in the vault (`SharedBudgets`: one
+transaction each, so replicas share the caps). Part two runs the router benchmark's
 closed loop (`bench/router.py`: M chats, each sending its next message when the previous reply
 arrived, instant model, vault on disk) with `[limits]` at its defaults and without the limits
 feature at all, alternating rounds so the VM's speed drift hits both alike.
 
-    python bench/limits.py --calls 20000 --messages 3000 --chats 30 --rounds 3
+    python bench/limits.py --calls 20000 --messages 3000 --chats 30 --rounds 3 [--pg URL]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -34,8 +37,10 @@ from gateway.core.metrics import Metrics
 from gateway.limits.budgets import Budgets
 from gateway.limits.feature import LimitsFeature
 from gateway.limits.settings import LimitsSection
+from gateway.limits.shared import SharedBudgets
+from vault.backend import vault_for
+from vault.budget_holds import SharedSpendStore
 from vault.conversations import Conversations
-from vault.db import Vault
 from vault.migrations import migrate
 from vault.spend import SpendStore
 
@@ -57,8 +62,8 @@ def request(payer: Payer) -> LLMRequest:
     )
 
 
-async def guard_alone(calls: int, vault_dir: Path) -> None:
-    async with Vault(vault_dir / "guard.db") as vault:
+async def guard_alone(calls: int, vault_dir: Path, url: str = "") -> None:
+    async with vault_for(vault_dir / "guard.db", url) as vault:
         await migrate(vault)
         conversations = Conversations(vault)
         who = UserRef(channel="bench", user_id="u")
@@ -67,15 +72,19 @@ async def guard_alone(calls: int, vault_dir: Path) -> None:
         await conversations.record_inbound(hello, kind="chat", tokens=1, now_ms=0)
         user = await conversations.get_user(who)
         assert user is not None
-        budgets = Budgets(
-            settings=LimitsSection(
+        common: dict[str, Any] = {
+            "settings": LimitsSection(
                 user_usd_per_day=1e6, user_usd_per_month=1e6, global_usd_per_day=1e6
             ),
-            store=SpendStore(vault),
-            clock=SystemClock(),
-            metrics=Metrics(),
-            is_admin=lambda key: False,
-            default_timezone="UTC",
+            "clock": SystemClock(),
+            "metrics": Metrics(),
+            "is_admin": lambda key: False,
+            "default_timezone": "UTC",
+        }
+        budgets = (
+            SharedBudgets(store=SharedSpendStore(vault), owner="bench", lease_s=60, **common)
+            if url
+            else Budgets(store=SpendStore(vault), **common)
         )
         req = request(Payer(user_pk=user.pk, timezone="Europe/Berlin"))
         answer = LLMResponse(
@@ -83,13 +92,17 @@ async def guard_alone(calls: int, vault_dir: Path) -> None:
             output_tokens=120, cache_read_tokens=5000,
         )  # fmt: skip
         timings: list[float] = []
+        cpu = time.process_time()
         for _ in range(calls):
             started = time.perf_counter()
             hold = await budgets.admit(req, "claude-sonnet-5-5")
             hold.settle(answer)
             timings.append((time.perf_counter() - started) * 1000)
         await vault.idle()
-    print(f"guard alone ({calls} calls, admit + settle): {summary_ms(timings)}")
+        cpu = (time.process_time() - cpu) * 1000 / calls
+    where = "PostgreSQL, shared" if url else "SQLite, in memory"
+    print(f"guard alone on {where} ({calls} calls, admit + settle): {summary_ms(timings)}; "
+          f"CPU {cpu:.3f} ms a call (this process)")  # fmt: skip
 
 
 async def one_round(app: App, chats: int, per_chat: int, tag: str) -> float:
@@ -126,9 +139,13 @@ async def turns(messages: int, chats: int, rounds: int, vault_dir: Path) -> None
     print(f"turns: limits on {on:,.0f} messages/s, absent {off:,.0f} (ratio {on / off:.2f})")
 
 
-async def main(calls: int, messages: int, chats: int, rounds: int, vault_dir: Path) -> None:
+async def main(
+    calls: int, messages: int, chats: int, rounds: int, vault_dir: Path, pg: str
+) -> None:
     print(f"machine speed: reference loop {reference_ms():.0f} ms")
     await guard_alone(calls, vault_dir)
+    if pg:
+        await guard_alone(max(1, calls // 10), vault_dir, pg)
     await turns(messages, chats, rounds, vault_dir)
     print(f"peak RSS: {peak_rss_mib():.1f} MiB")
     print(f"machine speed after: reference loop {reference_ms():.0f} ms")
@@ -140,6 +157,8 @@ if __name__ == "__main__":
     parser.add_argument("--messages", type=int, default=3_000)
     parser.add_argument("--chats", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pg", default="", help="also time the guard on this PostgreSQL URL")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(main(args.calls, args.messages, args.chats, args.rounds, Path(tmp)))
+        work = (args.calls, args.messages, args.chats, args.rounds, Path(tmp), args.pg)
+        asyncio.run(main(*work))

@@ -1,10 +1,11 @@
 """Inline suggestions: quality on the labelled set, and the latency a turn gains.
 
-    python -m bench.suggest quality [--set labelled|dev] [--semantic]
+    python -m bench.suggest quality [--set labelled|labelled2|dev] [--semantic]
     python -m bench.suggest latency [--items 10000] [--turns 300] [--semantic]
 
 quality: every case of `tests/data/suggestions/cases.jsonl` (written and committed before the
-ranking was tuned; tuning used `tests/gateway/suggestions/dev_cases.jsonl` only) gets its own
+ranking was tuned; tuning used `tests/gateway/suggestions/dev_cases.jsonl` only; the second
+set, `tests/data/suggestions2/`, was written after the first was scored) gets its own
 user and chat in one vault holding the knowledge corpus; its memories, follow-ups and earlier
 injections are written, and the finder runs with the default `[suggestions]` settings.
 Reported: the share of cases showing a suggestion whose top item is relevant (over the cases
@@ -57,6 +58,7 @@ from vault.suggestions import SuggestionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELLED = ROOT / "tests/data/suggestions"
+LABELLED_SETS = {"labelled": LABELLED, "labelled2": ROOT / "tests/data/suggestions2"}
 DEV = ROOT / "tests/gateway/suggestions/dev_cases.jsonl"
 CORPUS = ROOT / "tests/data/knowledge/corpus"
 DAY_MS = 86_400_000
@@ -161,11 +163,12 @@ def labels(case: dict[str, Any]) -> tuple[set[str], dict[str, str]]:
 
 
 async def quality(args: argparse.Namespace, work: Path) -> None:
-    source = DEV if args.set == "dev" else LABELLED / "cases.jsonl"
+    folder = LABELLED_SETS.get(args.set)
+    source = DEV if folder is None else folder / "cases.jsonl"
     cases = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    if args.set == "labelled":
-        manifest = hashlib.sha256((LABELLED / "MANIFEST.sha256").read_bytes()).hexdigest()
-        print(f"labelled set: {len(cases)} cases, MANIFEST.sha256 sha256 {manifest}")
+    if folder is not None:
+        manifest = hashlib.sha256((folder / "MANIFEST.sha256").read_bytes()).hexdigest()
+        print(f"{args.set} set: {len(cases)} cases, MANIFEST.sha256 sha256 {manifest}")
     else:
         print(f"development set: {len(cases)} cases")
     embedder = open_local_embedder() if args.semantic else None
@@ -318,7 +321,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
     q = sub.add_parser("quality")
-    q.add_argument("--set", choices=("labelled", "dev"), default="dev")
+    q.add_argument("--set", choices=("labelled", "labelled2", "dev"), default="dev")
     q.add_argument("--semantic", action="store_true")
     q.add_argument("--verbose", action="store_true")
     lat = sub.add_parser("latency")

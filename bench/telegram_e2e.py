@@ -24,7 +24,10 @@ runs as configured by default (durable intake, budgets). Besides throughput and 
 run prints the server's CPU per message (process time, all threads), the figure that least
 depends on what else the machine is doing, and the Bot API calls it made. `--ablate` adds
 Iris without its typing indicator, and Iris with the analyzer's lexical rules instead of
-embedding each message with the local model (what each costs). `--profile PREFIX` runs cProfile over
+embedding messages with the local model (what each costs); each Iris run also prints how many
+messages the analyzer embedded and how many it judged by the rules alone because its
+`[analyzer] embed_share` was spent (`--embed-share X` sets it; 1 = no limit).
+`--profile PREFIX` runs cProfile over
 the measured window of each server and prints where its event-loop thread's CPU went;
 aiosqlite's worker thread is not in the profile (it is in the CPU figure).
 
@@ -196,6 +199,17 @@ class _NoTyping(TelegramChannel):
         return None
 
 
+_APPS: list[App] = []  # the served app, for its analyzer counters at each mark
+
+
+def _embeddings() -> tuple[float, float]:
+    """The analyzer's (embedded, shed) messages so far in the served app."""
+    if not _APPS:
+        return 0.0, 0.0
+    got = _APPS[0].metrics.counter_values().get("iris_analyzer_embeddings_total", {})
+    return got.get("embedded", 0.0), got.get("shed", 0.0)
+
+
 async def serve_iris(
     bot_url: str,
     model_url: str,
@@ -203,13 +217,17 @@ async def serve_iris(
     ready: asyncio.Event,
     typing: bool = True,
     semantic: bool = True,
+    embed_share: float | None = None,
 ) -> None:
+    analyzer: dict[str, Any] = {"semantic": semantic}
+    if embed_share is not None:
+        analyzer["embed_share"] = embed_share
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             vault={"path": str(Path(tmp) / "bench.db")},
             auth={"allow": ["telegram:*"]},
             llm={"base_url": model_url, "model": MODEL},
-            analyzer={"semantic": semantic},
+            analyzer=analyzer,
         )
         config = Config(settings=settings, secrets=Secrets({"ANTHROPIC_API_KEY": "k"}), source=None)
         if typing:
@@ -217,6 +235,7 @@ async def serve_iris(
         else:
             channel = _NoTyping(token=TOKEN, base_url=bot_url)
         async with App(config=config, channels=[channel]) as app:
+            _APPS.append(app)
             serving = asyncio.create_task(app.serve(stop))
             await asyncio.wait_for(channel.started.wait(), 30)
             ready.set()
@@ -262,7 +281,9 @@ async def serve_floor(
         await bot.stop()
 
 
-async def serve(kind: str, bot_url: str, model_url: str, profile: str) -> None:
+async def serve(
+    kind: str, bot_url: str, model_url: str, profile: str, embed_share: float | None = None
+) -> None:
     """A server process: `ready` once polling; SIGUSR1 opens and closes the measured window
     (printing the process time, profiling in between with `profile`); SIGTERM stops it."""
     loop = asyncio.get_running_loop()
@@ -272,7 +293,8 @@ async def serve(kind: str, bot_url: str, model_url: str, profile: str) -> None:
 
     def mark() -> None:
         marks.append(time.process_time())
-        print(f"cpu {marks[-1]:.6f} {time.thread_time():.6f}", flush=True)
+        embedded, shed = _embeddings()
+        print(f"cpu {marks[-1]:.6f} {time.thread_time():.6f} {embedded} {shed}", flush=True)
         if profiler is not None:
             if len(marks) == 1:
                 profiler.enable()
@@ -286,7 +308,9 @@ async def serve(kind: str, bot_url: str, model_url: str, profile: str) -> None:
         task = asyncio.create_task(serve_floor(bot_url, model_url, stop, ready))
     else:
         typing, semantic = kind != "iris-no-typing", kind != "iris-lexical"
-        task = asyncio.create_task(serve_iris(bot_url, model_url, stop, ready, typing, semantic))
+        task = asyncio.create_task(
+            serve_iris(bot_url, model_url, stop, ready, typing, semantic, embed_share)
+        )
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
     if ready.is_set():
@@ -333,10 +357,14 @@ async def closed_loop(api: BotAPIServer, users: int, messages: int, first: int) 
     return latencies
 
 
-async def one_run(kind: str, users: int, messages: int, profile: str) -> dict[str, float]:
+async def one_run(
+    kind: str, users: int, messages: int, profile: str, embed_share: float | None = None
+) -> dict[str, float]:
     async with CountingBotAPI() as api, AnthropicFaultServer() as model:
         argv = [sys.executable, __file__, "--serve", kind, "--bot-url", api.base_url]
         argv += ["--model-url", model.base_url, "--profile", profile]
+        if embed_share is not None:
+            argv += ["--embed-share", str(embed_share)]
         proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
         assert proc.stdout is not None
         try:
@@ -345,7 +373,7 @@ async def one_run(kind: str, users: int, messages: int, profile: str) -> dict[st
                 raise RuntimeError(f"{kind} server did not start: {line!r}")
             await closed_loop(api, users, 1, first=50_000)  # warm-up, not measured
             proc.send_signal(signal.SIGUSR1)
-            cpu0, loop0 = map(float, (await proc.stdout.readline()).split()[1:])
+            cpu0, loop0, embedded0, shed0 = map(float, (await proc.stdout.readline()).split()[1:])
             calls0 = sum(api.calls.values())
             by_method0 = Counter(api.calls)
             sent0 = len(api.sent)
@@ -354,7 +382,7 @@ async def one_run(kind: str, users: int, messages: int, profile: str) -> dict[st
             elapsed = time.perf_counter() - started
             driver = time.process_time() - driver0
             proc.send_signal(signal.SIGUSR1)
-            cpu1, loop1 = map(float, (await proc.stdout.readline()).split()[1:])
+            cpu1, loop1, embedded1, shed1 = map(float, (await proc.stdout.readline()).split()[1:])
             calls1 = sum(api.calls.values())
             methods = ", ".join(f"{m} {n}" for m, n in (api.calls - by_method0).most_common())
             replies = len(api.sent) - sent0
@@ -377,6 +405,8 @@ async def one_run(kind: str, users: int, messages: int, profile: str) -> dict[st
         "bot_calls": (calls1 - calls0) / done,
         "extra_replies": replies - done,
         "model_calls": calls,
+        "embedded": embedded1 - embedded0,
+        "shed": shed1 - shed0,
     }
 
 
@@ -385,7 +415,12 @@ def load() -> float:
 
 
 async def compare(
-    rounds: int, users: int, messages: int, profile: str, kinds: tuple[str, ...]
+    rounds: int,
+    users: int,
+    messages: int,
+    profile: str,
+    kinds: tuple[str, ...],
+    embed_share: float | None = None,
 ) -> None:
     print(f"closed loop: {users} users x {messages} messages, {rounds} alternating runs each")
     print(f"  reference loop {reference_ms():.0f} ms, load {load():.2f}")
@@ -394,13 +429,14 @@ async def compare(
         for kind in kinds if r % 2 == 0 else kinds[::-1]:
             prof = f"{profile}.{kind}.prof" if profile else ""
             before = load()
-            got = await one_run(kind, users, messages, prof)
+            got = await one_run(kind, users, messages, prof, embed_share)
             runs[kind].append(got)
             print(
                 f"  {kind:14} {got['throughput']:7.1f} msg/s  p50 {got['p50']:6.1f} ms  "
                 f"p99 {got['p99']:6.1f} ms  cpu {got['cpu_ms']:5.2f} ms/msg "
                 f"(other threads {got['threads_ms']:4.2f}; fakes {got['driver_ms']:4.2f})  "
                 f"{got['bot_calls']:.1f} Bot API calls/msg  "
+                f"embedded {got['embedded']:.0f}, shed {got['shed']:.0f}  "
                 f"load {before:.2f}->{load():.2f}"
                 + (f"  ({got['extra_replies']:+.0f} replies)" if got["extra_replies"] else "")
             )
@@ -436,17 +472,19 @@ if __name__ == "__main__":
     parser.add_argument("--profile", default="", help="with --compare: cProfile file prefix")
     parser.add_argument("--ablate", action="store_true", help="with --compare: also Iris "
                         "without its typing indicator (what that costs)")  # fmt: skip
+    parser.add_argument("--embed-share", type=float, default=None, help="with --compare: "
+                        "Iris's [analyzer] embed_share (default: as configured)")  # fmt: skip
     parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--bot-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--model-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.serve:
-        asyncio.run(serve(args.serve, args.bot_url, args.model_url, args.profile))
+        asyncio.run(serve(args.serve, args.bot_url, args.model_url, args.profile, args.embed_share))
     elif args.compare:
         users = 20 if args.users == parser.get_default("users") else args.users
         messages = 10 if args.messages == parser.get_default("messages") else args.messages
         kinds = KINDS if args.ablate else KINDS[:2]
-        asyncio.run(compare(args.compare, users, messages, args.profile, kinds))
+        asyncio.run(compare(args.compare, users, messages, args.profile, kinds, args.embed_share))
     else:
         asyncio.run(main(args.users, args.messages, args.rate))

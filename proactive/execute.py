@@ -100,6 +100,16 @@ class Deliver(Protocol):
     ) -> Awaitable[SendResult]: ...
 
 
+def item_id_key(item: Item) -> int:
+    """An item's key for the keyed draws: its id and its table."""
+    return item.id << 1 ^ (item.source == "intent")
+
+
+def user_pk_key(item: Item) -> int:
+    """An item's user's key for the keyed draws: their id."""
+    return item.user_pk
+
+
 async def no_probe(step: str, item: Item) -> None:
     return None
 
@@ -134,6 +144,11 @@ class Executor:
     # The tools the gate offers besides its decision (`ToolRegistry.proactive()` in the app).
     tools: ToolSet = field(default_factory=NoTools)
     gate_max_rounds: int = 4
+    # What the keyed draws take an item and its user by: their ids here; the simulator keys
+    # them by names that do not depend on other users' rows, so a shard of its population
+    # draws what the whole population would.
+    item_key: Callable[[Item], int] = item_id_key
+    user_key: Callable[[Item], int] = user_pk_key
 
     def __post_init__(self) -> None:
         self._salt = self.rng.getrandbits(64)
@@ -145,7 +160,7 @@ class Executor:
 
     def jitter(self, item: Item) -> int:
         """The jitter added to this attempt's deferral (keyed: order-independent)."""
-        draw = mix64(self._salt ^ item.id << 1 ^ (item.source == "intent") ^ item.attempts << 48)
+        draw = mix64(self._salt ^ self.item_key(item) ^ item.attempts << 48)
         return draw % (self.policy.jitter_max_ms + 1)
 
     def new_tick(self) -> TickCache:
@@ -178,7 +193,7 @@ class Executor:
         known = tick.prefs.get(item.user_pk) if tick is not None else None
         if known is None:
             known = user_prefs(item.timezone, item.settings, self.policy,
-                               release_key=mix64(self._salt, item.user_pk))  # fmt: skip
+                               release_key=mix64(self._salt, self.user_key(item)))  # fmt: skip
             if tick is not None:
                 tick.prefs[item.user_pk] = known
         return known

@@ -1,15 +1,16 @@
 """`iris simulate`: run the simulator, show its progress on a terminal, print and save the report.
 
 The progress bar goes to stderr and only when both stdout and stderr are terminals and the
-output is not `--json`: piped output and JSON stay exactly the report. The exit code is 1 when
-the report counts any violation (quiet hours, quotas, spacing, duplicates, unfinished items).
+output is not `--json`: piped output and JSON stay exactly the report. `--workers N` runs the
+population in N processes (`proactive/sim_shards.py`); the report is the same for any N. The
+exit code is 1 when the report counts any violation (quiet hours, quotas, spacing, duplicates,
+unfinished items).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from pathlib import Path
 from typing import TextIO
@@ -19,7 +20,8 @@ from proactive.policy import PolicyConfig
 from proactive.settings import ProactiveSection
 from proactive.sim_html import render_html
 from proactive.sim_report import VIOLATIONS, render_text
-from proactive.simulate import SimConfig, simulate
+from proactive.sim_shards import quiet_logs, run
+from proactive.simulate import SimConfig
 
 DAY_MS = 86_400_000
 
@@ -58,26 +60,30 @@ async def run_simulation(
     days: int,
     seed: int,
     global_daily: int | None = None,
+    workers: int = 1,
     as_json: bool,
     html_path: Path | None,
     out: TextIO,
     err: TextIO,
 ) -> int:
-    for name in ("proactive", "gateway.turns.delivery"):  # scripted malformed answers, failures
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_logs()
     bar = None
     if not as_json and out.isatty() and err.isatty():
         bar = TerminalProgress(err)
     try:
-        report = await simulate(
+        report, used = await run(
             SimConfig(users=users, days=days, seed=seed, global_daily=global_daily),
             PolicyConfig.from_section(section),
             EngineConfig.from_section(section),
-            bar,
+            workers=workers,
+            progress=bar,
         )
     finally:
         if bar is not None:
             bar.close()
+    if used < min(workers, users):
+        print("simulated in one process: the global quota could refuse sends, which couples "
+              "the users", file=err)  # fmt: skip
     if html_path is not None:
         await asyncio.to_thread(html_path.write_text, render_html(report), encoding="utf-8")
     print(json.dumps(report, sort_keys=True) if as_json else render_text(report), file=out)

@@ -26,15 +26,13 @@ import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from proactive.policy import PolicyConfig
-from vault.db import Vault
-from vault.proactive.log import ProactiveLog
-from vault.proactive.report import ProactiveReport, ReportItem
-from vault.proactive.store import TERMINAL, TRIGGER_TYPES
+from vault.proactive.report import ReportItem
+from vault.proactive.store import TERMINAL
 
 INTENT_OUTCOMES = tuple(status.value for status in TERMINAL)
 DAY = 86_400_000
@@ -58,9 +56,29 @@ class Send:
     key: str
 
 
-async def _items(report: ProactiveReport) -> dict[str, ReportItem]:
-    """Every item by the idempotency key its send carries (as the engine builds it)."""
-    return {f"proactive:{i.source}:{i.id}": i for i in await report.items()}
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A message the channel received, with what the check reads of its item and its user."""
+
+    at_ms: int
+    key: str  # the item's name: the same in a run of a shard of the users as in the whole
+    user: int
+    zone: str
+    reminder: bool
+    exact: bool
+    window: tuple[int, int] | None  # the user's quiet hours
+
+
+def delivered(
+    send: Send, item: ReportItem, policy: PolicyConfig, *, key: str | None = None,
+    user: int | None = None,
+) -> Delivered:  # fmt: skip
+    return Delivered(
+        at_ms=send.at_ms, key=send.key if key is None else key,
+        user=item.user_pk if user is None else user,
+        zone=item.timezone or policy.default_timezone, reminder=item.kind == "user_reminder",
+        exact=item.exact_time, window=quiet_window(item, policy),
+    )  # fmt: skip
 
 
 def quiet_window(item: ReportItem, policy: PolicyConfig) -> tuple[int, int] | None:
@@ -133,6 +151,14 @@ def tally(
     sends: list[Send], items: dict[str, ReportItem], policy: PolicyConfig, start_ms: int,
     days: int,
 ) -> Tally:  # fmt: skip
+    """`tally_delivered` of a raw send log and the items its keys name."""
+    log = [delivered(send, items[send.key], policy) for send in sends]
+    return tally_delivered(log, policy, start_ms, days)
+
+
+def tally_delivered(
+    sends: list[Delivered], policy: PolicyConfig, start_ms: int, days: int
+) -> Tally:
     result = Tally(
         per_hour={"gated": [0] * 24, "reminders": [0] * 24},
         per_day={"gated": [0] * days, "reminders": [0] * days},
@@ -141,36 +167,33 @@ def tally(
     per_user_day: Counter[tuple[int, str]] = Counter()
     per_utc_day: Counter[int] = Counter()
     by_user: dict[int, list[tuple[int, bool]]] = {}
-    # Stable: sends at the same instant keep the channel's order (one user's sends are
+    # Stable: one user's sends at the same instant keep the channel's order (they are
     # sequential in the engine, so their order is the same in every run).
-    for send in sorted(sends, key=lambda s: s.at_ms):
-        item = items[send.key]
-        zone = zones.setdefault(item.timezone or policy.default_timezone,
-                                ZoneInfo(item.timezone or policy.default_timezone))  # fmt: skip
+    for send in sorted(sends, key=lambda s: (s.at_ms, s.user)):
+        zone = zones.setdefault(send.zone, ZoneInfo(send.zone))
         wall = datetime.fromtimestamp(send.at_ms / 1000, zone)
-        reminder = item.kind == "user_reminder"
-        window = quiet_window(item, policy)
-        if is_quiet(wall.hour, window) and not (reminder and item.exact_time):
+        reminder, window = send.reminder, send.window
+        if is_quiet(wall.hour, window) and not (reminder and send.exact):
             result.quiet_violations += 1
         kind = "reminders" if reminder else "gated"
         result.per_hour[kind][wall.hour] += 1
         day = (send.at_ms - start_ms) // DAY
         if 0 <= day < days:
             result.per_day[kind][day] += 1
-        by_user.setdefault(item.user_pk, []).append((send.at_ms, reminder))
+        by_user.setdefault(send.user, []).append((send.at_ms, reminder))
         if reminder:  # reminders the user asked for are exempt from quotas and spacing
             result.reminders += 1
             continue
         result.gated += 1
         if window is not None and wall.hour == window[1]:
             result.first_hour_after_quiet += 1
-        per_user_day[(item.user_pk, wall.date().isoformat())] += 1
+        per_user_day[(send.user, wall.date().isoformat())] += 1
         per_utc_day[send.at_ms // DAY] += 1
     result.quota_violations = sum(n > policy.per_user_daily for n in per_user_day.values())
     result.quota_violations += sum(n > policy.global_daily for n in per_utc_day.values())
     result.max_per_user_day = max(per_user_day.values(), default=0)
-    for user_sends in by_user.values():
-        _per_user(result, user_sends, policy)
+    for user in sorted(by_user):
+        _per_user(result, by_user[user], policy)
     return result
 
 
@@ -190,83 +213,6 @@ def _per_user(result: Tally, sends: list[tuple[int, bool]], policy: PolicyConfig
         result.gap_counts[_gap_bucket(gap)] += 1
     if gaps:
         result.min_gaps.append(int(min(gaps)))
-
-
-async def build_report(
-    vault: Vault,
-    *,
-    seed: int,
-    days: int,
-    start_ms: int,
-    sim_users: list[SimUser],
-    sends: list[Send],
-    policy: PolicyConfig,
-    plog: ProactiveLog,
-    now_ms: int,
-    gate_tool_calls: int = 0,
-) -> dict[str, Any]:
-    report = ProactiveReport(vault)
-    checked = tally(sends, await _items(report), policy, start_ms, days)
-    keys = [s.key for s in sends]
-    intents = await report.counts("intent", "status")
-    rate = await plog.engagement_rate(None, now_ms)
-    by_type = await report.counts("trigger", "kind")
-    engaged_per_day = {"sent": [0] * days, "engaged": [0] * days}
-    for at, engaged in await report.engagement():
-        day = (at - start_ms) // DAY
-        if 0 <= day < days:
-            engaged_per_day["sent"][day] += 1
-            engaged_per_day["engaged"][day] += engaged
-    gated = checked.gated
-    busiest = max(checked.per_hour["gated"], default=0)
-    return {
-        "users": len(sim_users),
-        "days": days,
-        "seed": seed,
-        "zones": len({u.zone for u in sim_users}),
-        "start": datetime.fromtimestamp(start_ms / 1000, UTC).isoformat(),
-        "settings": {
-            "quiet_hours": [policy.quiet_start, policy.quiet_end],
-            "per_user_daily": policy.per_user_daily,
-            "global_daily": policy.global_daily,
-            "min_spacing_minutes": policy.min_spacing_ms / MINUTE,
-            "release_window_minutes": policy.release_window_ms / MINUTE,
-        },
-        "intents": {
-            "registered": sum(intents.values()),
-            **{k: intents.get(k, 0) for k in INTENT_OUTCOMES},
-            "deferred": await report.deferred_intents(),
-            "pending_at_end": intents.get("pending", 0),
-        },
-        "triggers": {t: by_type.get(t, 0) for t in TRIGGER_TYPES},
-        "trigger_outcomes": await report.counts("trigger", "status"),
-        "gate_tool_calls": gate_tool_calls,
-        "messages_sent": len(sends),
-        "gated_sends": gated,
-        "reminder_sends": checked.reminders,
-        "quiet_hour_violations": checked.quiet_violations,
-        "quota_violations": checked.quota_violations,
-        "spacing_violations": checked.spacing_violations,
-        "duplicates": len(keys) - len(set(keys)),
-        "non_terminal": await report.unfinished(),
-        "max_sends_per_user_local_day": checked.max_per_user_day,
-        "max_sends_per_user_hour": checked.max_per_user_hour,
-        "max_gated_sends_per_user_hour": checked.max_gated_per_user_hour,
-        "min_gap_minutes_per_user": {
-            "min": min(checked.min_gaps, default=None),
-            "p5": percentile(checked.min_gaps, 0.05),
-            "users": len(checked.min_gaps),
-        },
-        "gated_gap_minutes": {label: checked.gap_counts[label] for _, label in GAP_BUCKETS},
-        "first_hour_after_quiet_share": round(checked.first_hour_after_quiet / gated, 4)
-        if gated
-        else None,
-        "max_local_hour_share": round(busiest / gated, 4) if gated else None,
-        "engagement_rate": None if rate is None else round(rate, 4),
-        "engagement_per_day": engaged_per_day,
-        "sends_per_local_hour": checked.per_hour,
-        "sends_per_day": checked.per_day,
-    }
 
 
 VIOLATIONS = (

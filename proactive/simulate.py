@@ -10,23 +10,23 @@ ahead. A tenth of the users are "busy": they write a lot and the model registers
 for almost every message, more than the quota lets out. Some users lapsed before the window
 (dormancy and engagement-drop triggers) or left a question unanswered. A scripted gate sends,
 skips, defers, answers with a malformed marker, or first remembers something with the real
-memory tool; the channel sometimes fails or times out. The engine runs tick by tick every
-`step_minutes` of virtual time (several ticks when one claimed `max_per_tick` items, as the
-production poll would), the scan on the `scan_cron` schedule; virtual time jumps over steps
-where nothing is due, which changes nothing since such a tick does nothing.
+memory tool; the channel sometimes fails or times out. The engine runs one tick every
+`step_minutes` of virtual time, claiming everything due (not `max_per_tick` at a time: which
+items share a tick with a user's would depend on who else is simulated), the scan on the
+`scan_cron` schedule; virtual time jumps over steps where nothing is due, which changes nothing
+since such a tick does nothing.
 
-Everything random comes from the seed, and from keyed draws where order could vary: the
-gate's answer is a function of the item and its local time, a send's failure and the user's
-reply of its idempotency key. So the engine runs with its configured concurrency and a seed
-still gives one report (the engine runs a tick's items one by one when they could use up the
-global quota, the one place where order would decide). User events of one step are recorded
-together (their writes share a vault hop), their draws taken in order beforehand.
+Everything random comes from the seed: each user's behaviour from a stream of their own, the
+rest from draws keyed by names (`Names`: a user's n-th follow-up; a check-in's user, type and
+time — never a row id, which depends on the other users' rows): the gate's answer, a send's
+failure, the user's reply, the executor's jitter and release slot. So the engine runs with its
+configured concurrency, a seed gives one report, and a `Shard` of the population does exactly
+what those users do in the whole run (`proactive/sim_shards.py`: shards in processes; the
+global quota, the one coupling). One step's user events are recorded together (one vault hop).
 
-This module wires concrete pieces (temporary vault, delivery, in-memory channel) for the
-`iris simulate` command only; the production wiring lives in `gateway/app/app.py`. The
-throwaway vault is an `InlineVault` (`vault/inline.py`): the same stores and transactions, its
-batches run on the event loop's thread, since nothing else uses it and the hop to a worker
-thread cost more than the SQL.
+This module wires concrete pieces for `iris simulate` only (production: `gateway/app/app.py`).
+The throwaway vault is an `InlineVault` (`vault/inline.py`): the same stores, its batches run on
+the event loop's thread (nothing else uses it; the hop to a worker thread cost more than SQL).
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ from gateway.turns.delivery import Delivery
 from proactive.engine import Engine, EngineConfig, TickReport, next_scan
 from proactive.execute import Executor
 from proactive.policy import DAY_MS, HOUR_MS, PolicyConfig
-from proactive.sim_parts import Keyed, ScriptedGate, SimChannel, no_lock
-from proactive.sim_report import Send, SimUser, build_report
+from proactive.sim_facts import Facts, collect
+from proactive.sim_parts import WHOLE, Keyed, Names, ScriptedGate, Shard, SimChannel, no_lock
+from proactive.sim_report import Send, SimUser
 from proactive.tools import ProactiveTools
 from vault.conversations import Conversations, Recorded
 from vault.db import Vault
@@ -72,8 +73,11 @@ ZONES = (
     "Asia/Tokyo", "Australia/Sydney", "Australia/Lord_Howe", "Pacific/Auckland",
     "Pacific/Chatham", "UTC",
 )  # fmt: skip
+START_MS = int(datetime.fromisoformat(START).timestamp() * 1000)
 MIN_MS = 60_000
-MAX_TICKS_PER_STEP = 30
+# The simulator's `max_per_tick`: more than a step ever has due.
+ALL_DUE = 1 << 30
+LAPSED, BUSY = 0.15, 0.9  # a user's profile (their first draw): below, at or above
 # Progress: (virtual ms done, virtual ms in all).
 Progress = Callable[[int, int], None]
 
@@ -100,29 +104,43 @@ class Plan:
     cancel: bool = False
 
 
+def user_stream(seed: int, n: int) -> random.Random:
+    """User `n`'s own random stream: what they do never depends on who else is simulated."""
+    return random.Random(f"{seed}/{n}")
+
+
+def sim_policy(cfg: SimConfig, policy: PolicyConfig) -> PolicyConfig:
+    """The policy a run uses: the global quota set by `cfg`, or raised to what the whole
+    population could use (every shard of it gets the whole population's)."""
+    if cfg.global_daily is not None:
+        return replace(policy, global_daily=cfg.global_daily)
+    return replace(policy, global_daily=max(policy.global_daily, policy.per_user_daily * cfg.users))
+
+
 class Simulation:
-    def __init__(self, cfg: SimConfig, policy: PolicyConfig, engine_cfg: EngineConfig) -> None:
+    def __init__(
+        self, cfg: SimConfig, policy: PolicyConfig, engine_cfg: EngineConfig,
+        shard: Shard = WHOLE,
+    ) -> None:  # fmt: skip
         self.cfg = cfg
-        if cfg.global_daily is not None:
-            policy = replace(policy, global_daily=cfg.global_daily)
-        else:
-            policy = replace(
-                policy, global_daily=max(policy.global_daily, policy.per_user_daily * cfg.users)
-            )
-        self.policy = policy
-        self.engine_cfg = engine_cfg
-        self.rng = random.Random(cfg.seed)
-        self.start = int(datetime.fromisoformat(START).timestamp() * 1000)
+        self.shard = shard
+        self.policy = policy = sim_policy(cfg, policy)
+        # Every item due in a step is claimed in one tick: the items sharing a tick with a
+        # user's must not depend on who else is simulated (see the module's docstring).
+        self.engine_cfg = replace(engine_cfg, max_per_tick=ALL_DUE)
+        self.start = START_MS
         self.end = self.start + cfg.days * DAY_MS
         self.clock = ManualClock(self.start)
         self.events: list[tuple[int, int, str, int]] = []
         self._seq = itertools.count()
-        self.users: list[SimUser] = []
+        self.users: dict[int, SimUser] = {}
+        self.rngs: dict[int, random.Random] = {}
+        self.names = Names()
 
     def at(self, when: int, kind: str, user: int) -> None:
         heapq.heappush(self.events, (when, next(self._seq), kind, user))
 
-    async def run(self, progress: Progress | None = None) -> dict[str, Any]:
+    async def run(self, progress: Progress | None = None) -> Facts:
         with tempfile.TemporaryDirectory(prefix="iris-sim-", dir=_scratch_dir()) as tmp:
             async with InlineVault(Path(tmp) / "sim.db") as vault:
                 await migrate(vault)
@@ -136,18 +154,19 @@ class Simulation:
             *ProactiveTools(store=self.store, plog=self.plog, policy=self.policy,
                             default_confidence=0.8).tools()
         )  # fmt: skip
-        self.gate = ScriptedGate(self.cfg.seed + 1)
+        self.gate = ScriptedGate(self.cfg.seed + 1, self.names.label)
         return Executor(
             store=self.store, plog=self.plog, memories=memories, call_model=self.gate,
             deliver=delivery.deliver_pending, chat_lock=no_lock, clock=self.clock,
             policy=self.policy, rng=random.Random(self.cfg.seed + 3), tools=tools.proactive(),
+            probe=self.names.probe, item_key=self.names.number, user_key=Names.user,
         )  # fmt: skip
 
-    async def _run(self, vault: Vault, progress: Progress) -> dict[str, Any]:
+    async def _run(self, vault: Vault, progress: Progress) -> Facts:
         self.conversations = Conversations(vault)
         self.store = ProactiveStore(vault)
         self.plog = ProactiveLog(vault)
-        self.channel = channel = SimChannel(self.clock, self.cfg.seed + 2)
+        self.channel = channel = SimChannel(self.clock, self.cfg.seed + 2, self.names.key)
         delivery = Delivery(outbox=Outbox(vault), channels={"sim": channel}, clock=self.clock)
         engine = Engine(vault=vault, store=self.store, executor=self._executor(vault, delivery),
                         clock=self.clock, config=self.engine_cfg, name="sim")  # fmt: skip
@@ -185,28 +204,23 @@ class Simulation:
                 known, due = report.claimed == 0, report.next_due_ms
                 # Replies are drawn per message, in key order: the order of sends within a
                 # tick depends on timing, the replies must not.
-                for _, out in sorted(channel.sends[seen:], key=lambda s: s[1].idempotency_key):
+                sent = channel.sends[seen:]
+                for _, out in sorted(sent, key=lambda s: self.names.key(s[1].idempotency_key)):
                     self._maybe_reply(out)
                 seen = len(channel.sends)
             for at in registered:
                 due = at if due is None else min(due, at)
             self.clock.set(self._next_step(now, step, next_scan_at, due, known))
         progress(self.end - self.start, self.end - self.start)
-        return await build_report(
-            vault, seed=self.cfg.seed, days=self.cfg.days, start_ms=self.start,
-            sim_users=self.users, sends=[Send(t, o.idempotency_key) for t, o in channel.sends],
-            policy=self.policy, plog=self.plog, now_ms=self.clock.now_ms(),
-            gate_tool_calls=self.gate.tool_calls,
+        return await collect(
+            vault, sends=[Send(t, o.idempotency_key) for t, o in channel.sends],
+            names=self.names.key, users=self.users, policy=self.policy,
+            gate_tool_calls=self.gate.tool_calls, now_ms=self.clock.now_ms(),
         )  # fmt: skip
 
     async def _tick(self, engine: Engine) -> TickReport:
-        """What the production poll does within one step: ticks until one claims less than
-        `max_per_tick`."""
-        for _ in range(MAX_TICKS_PER_STEP):
-            report = await engine.tick()
-            if report.claimed < self.engine_cfg.max_per_tick:
-                break
-        return report
+        """The step's tick: it claims everything due (`ALL_DUE`)."""
+        return await engine.tick()
 
     def _next_step(
         self, now: int, step: int, next_scan_at: int, due: int | None, known: bool
@@ -226,29 +240,31 @@ class Simulation:
     async def _populate(self) -> None:
         writes: list[tuple[SimUser, int]] = []
         questions: list[tuple[SimUser, int]] = []
-        for n in range(self.cfg.users):
+        chosen = self.shard.users
+        for n in range(self.cfg.users) if chosen is None else chosen:
             zone = ZONES[n % len(ZONES)]
             user = SimUser(index=n, name=f"user{n}", zone=zone, pk=0, chat_pk=0)
-            self.users.append(user)
-            profile = self.rng.random()
-            if profile < 0.15:  # lapsed: every other day for 5 weeks, silent for the last 8 days
+            self.users[n] = user
+            self.rngs[n] = rng = user_stream(self.cfg.seed, n)
+            profile = rng.random()  # its first draw (`sim_shards.deal` reads it too)
+            if profile < LAPSED:  # lapsed: every other day for 5 weeks, silent for the last 8 days
                 for day in range(8, 43, 2):
-                    writes.append((user, self.start - day * DAY_MS - self._hour()))
+                    writes.append((user, self.start - day * DAY_MS - self._hour(rng)))
             elif profile < 0.25:  # the assistant's question went unanswered
                 asked = self.start - 30 * HOUR_MS
                 writes.append((user, asked - 5 * MIN_MS))
                 questions.append((user, asked))
             else:
                 writes.append((user, self.start - DAY_MS))
-            user.busy = profile >= 0.9  # writes a lot and commits to many things
-            for day in range(self.cfg.days if profile >= 0.15 else 0):
-                if self.rng.random() < 0.7:
-                    for _ in range(self.rng.choice((1, 1, 2, 3)) + (3 if user.busy else 0)):
+            user.busy = profile >= BUSY  # writes a lot and commits to many things
+            for day in range(self.cfg.days if profile >= LAPSED else 0):
+                if rng.random() < 0.7:
+                    for _ in range(rng.choice((1, 1, 2, 3)) + (3 if user.busy else 0)):
                         self.at(self._local_daytime(user, day), "chat", n)
         for at in range(0, len(writes), 512):
             await self._write_all(writes[at : at + 512])
         await asyncio.gather(
-            *(self.conversations.set_timezone(u.pk, u.zone) for u in self.users),
+            *(self.conversations.set_timezone(u.pk, u.zone) for u in self.users.values()),
             *(self._ask_question(u, asked) for u, asked in questions),
         )
 
@@ -258,13 +274,14 @@ class Simulation:
             text="Did the new router fix your connection?", tokens=10, now_ms=at,
         )  # fmt: skip
 
-    def _hour(self) -> int:
-        return self.rng.randrange(1, 20) * HOUR_MS
+    def _hour(self, rng: random.Random) -> int:
+        return rng.randrange(1, 20) * HOUR_MS
 
     def _local_daytime(self, user: SimUser, day: int) -> int:
         base = datetime.fromtimestamp((self.start + day * DAY_MS) / 1000, UTC)
+        rng = self.rngs[user.index]
         local = base.astimezone(ZoneInfo(user.zone)).replace(
-            hour=self.rng.randrange(7, 23), minute=self.rng.randrange(60)
+            hour=rng.randrange(7, 23), minute=rng.randrange(60)
         )
         return max(self.start, int(local.timestamp() * 1000))
 
@@ -304,6 +321,8 @@ class Simulation:
             )
         )
         _, ids = await asyncio.gather(records, registered)
+        for p, intent in zip(with_intent, ids, strict=True):
+            self.names.intent(p.user.name, intent)
         await asyncio.gather(
             *(
                 self.store.cancel_intent(p.user.pk, intent, now)
@@ -315,50 +334,51 @@ class Simulation:
 
     def _plan(self, kind: str, user: SimUser) -> Plan:
         chance = 0.9 if user.busy else self.cfg.intent_probability
-        if kind != "chat" or self.rng.random() >= chance:
+        rng = self.rngs[user.index]
+        if kind != "chat" or rng.random() >= chance:
             return Plan(user)
         now = self.clock.now_ms()
-        reminder = self.rng.random() < 0.2
-        exact = reminder and self.rng.random() < 0.4
+        reminder = rng.random() < 0.2
+        exact = reminder and rng.random() < 0.4
         if exact:
             at = self._wall_time(user, now)
         elif reminder:  # "remind me in 20 minutes / in 3 hours"
-            at = now + self.rng.randrange(10, 8 * 60) * MIN_MS
+            at = now + rng.randrange(10, 8 * 60) * MIN_MS
         else:
-            at = now + self._follow_up_delay()
+            at = now + self._follow_up_delay(rng)
         intent = {
             "what": "follow up on the plan",
             "why": "user committed",
-            "confidence": round(self.rng.uniform(0.3, 1.0), 2),
+            "confidence": round(rng.uniform(0.3, 1.0), 2),
             "kind": "user_reminder" if reminder else "ai",
             "exact_time": exact,
             "execute_at": at,
         }
-        return Plan(user, intent, cancel=self.rng.random() < 0.05)
+        return Plan(user, intent, cancel=rng.random() < 0.05)
 
-    def _follow_up_delay(self) -> int:
+    def _follow_up_delay(self, rng: random.Random) -> int:
         """When the model follows up: later today (30%), about this time tomorrow (50%), or in
         two to four days (20%)."""
-        roll = self.rng.random()
+        roll = rng.random()
         if roll < 0.3:
-            return self.rng.randrange(60, 6 * 60) * MIN_MS
+            return rng.randrange(60, 6 * 60) * MIN_MS
         if roll < 0.8:
-            return self.rng.randrange(22 * 60, 26 * 60) * MIN_MS
-        days = self.rng.randrange(2, 5)
-        return (days * 24 * 60 + self.rng.randrange(-120, 120)) * MIN_MS
+            return rng.randrange(22 * 60, 26 * 60) * MIN_MS
+        days = rng.randrange(2, 5)
+        return (days * 24 * 60 + rng.randrange(-120, 120)) * MIN_MS
 
     def _wall_time(self, user: SimUser, now: int) -> int:
         """A reminder for an exact local time ("tomorrow at 9:30"): one to three days ahead,
         mostly in the day, now and then early or late (6:00–22:45)."""
-        zone = ZoneInfo(user.zone)
-        day = datetime.fromtimestamp(now / 1000, zone) + timedelta(days=self.rng.randrange(1, 4))
-        wall = day.replace(hour=self.rng.randrange(6, 23), minute=self.rng.choice((0, 15, 30, 45)),
+        zone, rng = ZoneInfo(user.zone), self.rngs[user.index]
+        day = datetime.fromtimestamp(now / 1000, zone) + timedelta(days=rng.randrange(1, 4))
+        wall = day.replace(hour=rng.randrange(6, 23), minute=rng.choice((0, 15, 30, 45)),
                            second=0, microsecond=0)  # fmt: skip
         return int(wall.timestamp() * 1000)
 
     def _maybe_reply(self, out: Outbound) -> None:
         user = self.users[int(out.chat.chat_id.removeprefix("user"))]
-        rng = Keyed(self.cfg.seed, "reply", out.idempotency_key)
+        rng = Keyed(self.cfg.seed, "reply", self.names.key(out.idempotency_key))
         if rng.random() < self.cfg.reply_probability:
             self.at(self.clock.now_ms() + rng.randrange(5, 600) * MIN_MS, "reply", user.index)
 
@@ -374,5 +394,7 @@ async def simulate(
     policy: PolicyConfig,
     engine_cfg: EngineConfig,
     progress: Progress | None = None,
-) -> dict[str, Any]:
-    return await Simulation(cfg, policy, engine_cfg).run(progress)
+    shard: Shard = WHOLE,
+) -> Facts:
+    """Run the users of `shard`; `sim_facts.build_report` turns the facts into the report."""
+    return await Simulation(cfg, policy, engine_cfg, shard).run(progress)

@@ -157,6 +157,17 @@ class KnowledgeStore:
         )
         return {r["path"]: _doc(r) for r in rows}
 
+    async def fingerprint(self) -> tuple[object, ...]:
+        """What changes whenever a scan (of any replica sharing the vault) changes the index or
+        its vectors: live documents, latest index and retirement times, cached vectors."""
+        row = await self.vault.fetchone(
+            """SELECT (SELECT count(*) FROM knowledge_documents WHERE retired_ms IS NULL),
+                      (SELECT max(indexed_ms) FROM knowledge_documents),
+                      (SELECT max(retired_ms) FROM knowledge_documents),
+                      (SELECT count(*) FROM knowledge_vectors)"""
+        )
+        return () if row is None else tuple(row)
+
     async def apply(
         self,
         *,

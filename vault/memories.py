@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 
 # Told after a memory is saved: (user pk, memory id, text). A failing listener is logged.
 MemoryListener = Callable[[int, int, str], Awaitable[None]]
+
+# On PostgreSQL other replicas add memories too, so "this user has none" is believed for this
+# long only (seconds); on SQLite this process is the only writer and the answer is kept.
+SHARED_NONE_TTL_S = 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,11 +53,16 @@ _SEARCH = {
 
 class Memories:
     """Use one instance per vault: it remembers which users have no memories at all, so the
-    context pipeline skips the search for them (most users, most messages)."""
+    context pipeline skips the search for them (most users, most messages). On a shared
+    (PostgreSQL) vault that answer expires after `SHARED_NONE_TTL_S`, since a memory saved
+    by another replica is not seen here; "has some" is kept (a search then finds what is
+    there, or nothing)."""
 
-    def __init__(self, vault: Vault) -> None:
+    def __init__(self, vault: Vault, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.vault = vault
+        self._clock = clock
         self._has_any: dict[int, bool] = {}
+        self._none_until: dict[int, float] = {}  # shared vault: when a "none" answer expires
         self.added: list[MemoryListener] = []  # e.g. the subscriptions' `memory_added` trigger
 
     async def remember(self, user: int, text: str, now_ms: int) -> int:
@@ -100,14 +110,20 @@ class Memories:
 
     async def has_any(self, user: int) -> bool:
         """Whether the user has a memory (asked once, then kept up to date by this object)."""
-        if user not in self._has_any:
+        known = self._has_any.get(user)
+        shared = self.vault.dialect != "sqlite"
+        if known is False and shared and self._clock() >= self._none_until.get(user, 0.0):
+            del self._has_any[user]  # another replica may have saved one: ask again
+            known = None
+        if known is None:
             found = bool(
                 await self.vault.scalar(
                     "SELECT EXISTS (SELECT 1 FROM memories WHERE user = ?)", (user,)
                 )
             )
             # setdefault: a remember() that finished while we read has the newer answer.
-            self._has_any.setdefault(user, found)
+            if self._has_any.setdefault(user, found) is False:
+                self._none_until[user] = self._clock() + SHARED_NONE_TTL_S
         return self._has_any[user]
 
     async def forget(self, user: int, memory_id: int) -> bool:

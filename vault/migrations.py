@@ -15,6 +15,7 @@ from typing import cast
 from gateway.core.errors import SchemaTooNew
 from vault.db import Vault
 from vault.schema import Migration
+from vault.schema_budget_holds import BUDGET_HOLDS
 from vault.schema_context_refresh import CONTEXT_REFRESH
 from vault.schema_delivery import DELIVERY_ORDER
 from vault.schema_intake import INTAKE
@@ -31,6 +32,7 @@ from vault.schema_reply_history import REPLY_HISTORY
 from vault.schema_subscriptions import SUBSCRIPTIONS
 from vault.schema_suggestions import SUGGESTIONS
 from vault.schema_traces import CONTEXT_TRACES
+from vault.schema_webhook_leases import WEBHOOK_LEASES
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +269,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     LEASES,
     MESSAGE_INDEXES,
     OUTBOX_BUTTONS,
+    WEBHOOK_LEASES,
+    BUDGET_HOLDS,
 )
 
 

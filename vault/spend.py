@@ -1,10 +1,11 @@
 """Model spend per user and day, everyone's per UTC day, and the once-per-window notices.
 
-The spending limits (`gateway/limits/`) keep the running totals in memory and read them from
-here once per user per process; every settled call is added here write-behind
-(`Vault.run_soon`): it commits with the next batch, and before the vault closes, so a restart
-resumes from what was spent, while a turn never waits on this bookkeeping. The schema and why
-it is shaped this way: `vault/schema_limits.py`.
+On SQLite the spending limits (`gateway/limits/`) keep the running totals in memory and read
+them from here once per user per process (on PostgreSQL replicas read them at every call
+instead, beside the reservations of calls in flight: `vault/budget_holds.py`); every settled
+call is added here write-behind (`Vault.run_soon`): it commits with the next batch, and before
+the vault closes, so a restart resumes from what was spent, while a turn never waits on this
+bookkeeping. The schema and why it is shaped this way: `vault/schema_limits.py`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _spent(row: tuple[int, ...] | None) -> Spent:
     return Spent(int(row[1]), int(row[2]), int(row[3]), int(row[4]))
 
 
-def _add_user(
+def add_user_day(
     raw: sqlite3.Connection, user: int, day: str, tokens: int, usd: int, refusals: int
 ) -> None:
     raw.execute(
@@ -67,7 +68,7 @@ def _add_user(
     )
 
 
-def _add_global(raw: sqlite3.Connection, day: str, tokens: int, usd: int, refusals: int) -> None:
+def add_global_day(raw: sqlite3.Connection, day: str, tokens: int, usd: int, refusals: int) -> None:
     raw.execute(
         """INSERT INTO spend_global_days (day, calls, tokens, usd_micros, refusals)
            VALUES (?, ?, ?, ?, ?)
@@ -120,8 +121,8 @@ class SpendStore:
 
         def add(raw: sqlite3.Connection) -> None:
             if user is not None:
-                _add_user(raw, user[0], user[1], tokens, usd_micros, 0)
-            _add_global(raw, global_day, tokens, usd_micros, 0)
+                add_user_day(raw, user[0], user[1], tokens, usd_micros, 0)
+            add_global_day(raw, global_day, tokens, usd_micros, 0)
 
         self.vault.run_soon(add, "model spend")
 
@@ -130,8 +131,8 @@ class SpendStore:
 
         def add(raw: sqlite3.Connection) -> None:
             if user is not None:
-                _add_user(raw, user[0], user[1], 0, 0, 1)
-            _add_global(raw, global_day, 0, 0, 1)
+                add_user_day(raw, user[0], user[1], 0, 0, 1)
+            add_global_day(raw, global_day, 0, 0, 1)
 
         self.vault.run_soon(add, "budget refusal")
 

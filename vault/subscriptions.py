@@ -7,6 +7,11 @@ Events are durable first: `add_events` writes the rows (and the subscription's
 failure count in the same write that reschedules or fails the event; a success resets it.
 The visibility reads (`memory_owners`, `followup_owners`, `document_scopes`, `chat_kinds`)
 let the privacy filter check every item against the chat an event concerns, from the rows.
+
+On PostgreSQL, replicas share these rows: the write that stores events sends a NOTIFY on
+`EVENT_HINTS` with the subscription's id, and a write that changes a subscription (created,
+deleted, enabled, disabled) one with `CHANGED`, both delivered at commit — wake-up hints for
+the other replicas' streams and trigger caches (`gateway/subscriptions/hints.py`), never data.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vault.db import Vault
+
+EVENT_HINTS = "iris_events"  # the NOTIFY channel: a subscription's id, or CHANGED
+CHANGED = "*"  # the payload saying the subscriptions themselves changed (ids start "sub_")
 
 _COLUMNS = """id, owner, patterns, callback, url, secret, min_relevance, max_per_trigger,
     cooldown_ms, chats, users, enabled, disabled_reason, failures, last_triggered_ms,
@@ -100,18 +108,28 @@ def _event(row: Any) -> EventRow:
 class SubscriptionStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
+        self._hints = vault.dialect == "postgresql"
+
+    def _hint(self, raw: sqlite3.Connection, payload: str) -> None:
+        """Wake the other replicas' listeners at commit (PostgreSQL only: one process else)."""
+        if self._hints:
+            raw.execute("SELECT pg_notify(?, ?)", (EVENT_HINTS, payload))
 
     async def create(self, row: SubscriptionRow) -> None:
-        await self.vault.write(
-            f"INSERT INTO subscriptions ({_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.id, row.owner, json.dumps(row.patterns), row.callback, row.url, row.secret,
-                row.min_relevance, row.max_per_trigger, row.cooldown_ms, json.dumps(row.chats),
-                json.dumps(row.users), int(row.enabled), row.disabled_reason, row.failures,
-                row.last_triggered_ms, row.created_ms,
-            ),
-        )  # fmt: skip
+        def body(raw: sqlite3.Connection) -> None:
+            raw.execute(
+                f"INSERT INTO subscriptions ({_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.id, row.owner, json.dumps(row.patterns), row.callback, row.url,
+                    row.secret, row.min_relevance, row.max_per_trigger, row.cooldown_ms,
+                    json.dumps(row.chats), json.dumps(row.users), int(row.enabled),
+                    row.disabled_reason, row.failures, row.last_triggered_ms, row.created_ms,
+                ),
+            )  # fmt: skip
+            self._hint(raw, CHANGED)
+
+        await self.vault.run(body)
 
     async def get(self, sub_id: str) -> SubscriptionRow | None:
         row = await self.vault.fetchone(
@@ -143,6 +161,7 @@ class SubscriptionStore:
                 "WHERE subscription = ? AND delivery = 'queued'",
                 (sub_id,),
             )
+            self._hint(raw, CHANGED)
             return bool(done)
 
         return await self.vault.run(body)
@@ -168,6 +187,7 @@ class SubscriptionStore:
             raw.execute(
                 "UPDATE subscriptions SET last_triggered_ms = ? WHERE id = ?", (now_ms, sub_id)
             )
+            self._hint(raw, sub_id)
             return seqs
 
         return await self.vault.run(body)
@@ -213,64 +233,65 @@ class SubscriptionStore:
 
     # --- webhook delivery ---------------------------------------------------------------------
 
-    async def due(self, now_ms: int, limit: int = 50) -> list[tuple[EventRow, SubscriptionRow]]:
-        rows = await self.vault.fetchall(
-            "SELECT e.seq, e.id, e.subscription, e.chat, e.payload, e.status, e.delivery, "
-            "e.attempts FROM subscription_events e JOIN subscriptions s "
-            "ON s.id = e.subscription WHERE e.delivery = 'queued' AND e.next_attempt_ms <= ? "
-            "AND s.enabled = 1 ORDER BY e.next_attempt_ms, e.seq LIMIT ?",
-            (now_ms, limit),
-        )
-        found = []
-        for r in rows:
-            sub = await self.get(r["subscription"])
-            if sub is not None:
-                found.append((_event(r), sub))
-        return found
+    # Which due events are whose, and when the next one is: `vault/webhook_claims.py`. The
+    # attempt's outcome is written only while `holder` (its replica; None: one process) still
+    # holds the event, and clears the hold.
+    _HELD = "seq = ? AND owner IS ?"
 
-    async def next_due_ms(self) -> int | None:
-        found = await self.vault.scalar(
-            "SELECT min(e.next_attempt_ms) FROM subscription_events e JOIN subscriptions s "
-            "ON s.id = e.subscription WHERE e.delivery = 'queued' AND s.enabled = 1"
-        )
-        return None if found is None else int(found)
+    async def delivered(self, seq: int, sub_id: str, *, holder: str | None = None) -> bool:
+        """A 2xx; False (nothing written) if another replica took the event over."""
 
-    async def delivered(self, seq: int, sub_id: str) -> None:
-        def body(raw: sqlite3.Connection) -> None:
-            raw.execute(
+        def body(raw: sqlite3.Connection) -> bool:
+            done = raw.execute(
                 "UPDATE subscription_events SET delivery = 'delivered', attempts = attempts + 1, "
                 "next_attempt_ms = NULL, status = CASE status WHEN 'pending' THEN 'shown' "
-                "ELSE status END WHERE seq = ?",
-                (seq,),
-            )
-            raw.execute("UPDATE subscriptions SET failures = 0 WHERE id = ?", (sub_id,))
+                f"ELSE status END, owner = NULL, lease_until = NULL WHERE {self._HELD}",
+                (seq, holder),
+            ).rowcount
+            if done:
+                raw.execute("UPDATE subscriptions SET failures = 0 WHERE id = ?", (sub_id,))
+            return bool(done)
 
-        await self.vault.run(body)
+        return await self.vault.run(body)
 
     async def set_enabled(self, sub_id: str, enabled: bool, reason: str | None) -> bool:
         """Turn a live subscription on (its failure count starts again at 0) or off with a
         reason; False if there is no live subscription of that id."""
-        return bool(
-            await self.vault.write_rowcount(
+
+        def body(raw: sqlite3.Connection) -> bool:
+            done = raw.execute(
                 "UPDATE subscriptions SET enabled = ?, disabled_reason = ?, "
                 "failures = CASE WHEN ? = 1 THEN 0 ELSE failures END "
                 "WHERE id = ? AND deleted_ms IS NULL",
                 (int(enabled), None if enabled else reason, int(enabled), sub_id),
-            )
-        )
+            ).rowcount
+            self._hint(raw, CHANGED)
+            return bool(done)
+
+        return await self.vault.run(body)
 
     async def failed(
-        self, seq: int, sub_id: str, *, retry_at_ms: int | None, max_failures: int, reason: str
+        self,
+        seq: int,
+        sub_id: str,
+        *,
+        retry_at_ms: int | None,
+        max_failures: int,
+        reason: str,
+        holder: str | None = None,
     ) -> bool:
         """One failed attempt: retry at `retry_at_ms` (None: give the event up). The
-        subscription is disabled once it failed `max_failures` times in a row; True then."""
+        subscription is disabled once it failed `max_failures` times in a row; True then.
+        Nothing is written if another replica took the event over."""
 
         def body(raw: sqlite3.Connection) -> bool:
-            raw.execute(
+            if not raw.execute(
                 "UPDATE subscription_events SET attempts = attempts + 1, next_attempt_ms = ?, "
-                "delivery = CASE WHEN ? IS NULL THEN 'failed' ELSE 'queued' END WHERE seq = ?",
-                (retry_at_ms, retry_at_ms, seq),
-            )
+                "delivery = CASE WHEN ? IS NULL THEN 'failed' ELSE 'queued' END, "
+                f"owner = NULL, lease_until = NULL WHERE {self._HELD}",
+                (retry_at_ms, retry_at_ms, seq, holder),
+            ).rowcount:
+                return False
             row = raw.execute(
                 "UPDATE subscriptions SET failures = failures + 1 WHERE id = ? "
                 "RETURNING failures, enabled",
@@ -282,6 +303,7 @@ class SubscriptionStore:
                 "UPDATE subscriptions SET enabled = 0, disabled_reason = ? WHERE id = ?",
                 (reason, sub_id),
             )
+            self._hint(raw, CHANGED)
             return True
 
         return await self.vault.run(body)

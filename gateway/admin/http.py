@@ -142,7 +142,9 @@ def health_report(
 ) -> dict[str, object]:
     """The `/healthz` document: `ok` only if every channel is connected and can deliver, and
     this replica raises no alarm. It names the replica and the roles it leads (with several
-    replicas on one vault, each answers for itself).
+    replicas on one vault, each answers for itself), and whether each wake-up hint listener
+    (LISTEN/NOTIFY) is up: one that is down is `degraded`, not a problem — the replica polls
+    instead (at most 1 s late), as a standby channel still sends.
 
     Each channel judges its own link's staleness (a poller knows its poll period; an events
     endpoint may be quiet for hours and still be fine); `delivery` names the channels whose
@@ -172,6 +174,9 @@ def health_report(
     if replica is None:
         return {"ok": not lines, "problems": lines, "channels": channels}
     lines.extend(f"alarm: {name}: {reason}" for name, reason in sorted(replica.alarms.items()))
+    hints = {name: up.is_set() for name, up in sorted(replica.hints.items())}
+    slower = [f"{name}: no wake-up hints, polling until LISTEN reconnects"
+              for name, up in hints.items() if not up]  # fmt: skip
     return {
         "ok": not lines,
         "problems": lines,
@@ -179,6 +184,9 @@ def health_report(
         "replica": replica.id,
         "leaderships": sorted(replica.leaderships),
         "alarms": dict(replica.alarms),
+        "hints": hints,
+        # Working, only slower: not a problem (`ok` stays), like a channel standing by.
+        "degraded": slower,
     }
 
 

@@ -12,13 +12,16 @@ caller can give:
 
 Either way the structural rules of `structure.py` carry the precision: a candidate becomes a
 shift only when the message has a content word, asks for something, does not point back and
-quotes nobody; an
-explicit cue ("by the way") raises the threshold by `cue_bonus` instead. Nothing is judged
-before the session has `MIN_RECENT_MESSAGES` earlier messages.
+quotes nobody; an explicit cue ("by the way") that opens a sentence makes it a candidate
+whatever follows and raises the threshold a little (`cue_bonus`; `lexical_cue_bonus` in
+lexical mode). Nothing is judged before the session has `MIN_RECENT_MESSAGES` earlier
+messages. The thresholds and the cue bonus are chosen by the rule in
+`bench/analyzer_select.py`.
 
 Frustration: the phrase rules of `frustration.py` on the user's own words (quotes, code and
-reported speech blanked, `quoting.py`), or — in semantic mode — a message that quotes nobody
-and is close to one of the generic complaints (`Params.complaint_threshold`).
+reported speech blanked, `quoting.py`), or — in semantic mode — a message close to one of the
+generic complaints (`Params.complaint_threshold`) that quotes nobody, does not open by thanking
+or agreeing, and whose reset words are not about a piece of the work (`similar_complaint`).
 
 `margin` is the topic score minus its threshold: the confirmation model is asked only when it
 is small (`near`), on either side.
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from gateway.analyzer.frustration import complains
+from gateway.analyzer.frustration import acknowledges, complains, resets_work
 from gateway.analyzer.keywords import keywords, overlap, recent_stems
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import topic_similarity
@@ -61,11 +64,14 @@ class Params:
     # Lexical mode: the session needs this many recent keywords before its topic is judged.
     min_keywords: int = 5
     # Semantic mode: similarity to the recent messages below this is a candidate shift.
-    semantic_threshold: float = 0.83
+    semantic_threshold: float = 0.84
     # Semantic mode: the keyword overlap, times this, is added to the similarity.
     lexical_weight: float = 0.03
-    # An explicit cue ("by the way") raises either threshold by this much.
-    cue_bonus: float = 0.3
+    # An explicit cue ("by the way") raises the semantic threshold by this much (the cued
+    # follow-ups that are no shift score well above the cued shifts) ...
+    cue_bonus: float = 0.03
+    # ... and the lexical one by this much.
+    lexical_cue_bonus: float = 0.3
     # Semantic mode: cosine to a generic complaint from which a message counts as frustrated.
     complaint_threshold: float = 0.87
     # How close to the threshold, on either side, the confirmation model is asked.
@@ -110,6 +116,8 @@ class Reading:
     words: tuple[str, ...]  # its keywords (quotes, code and reported speech blanked)
     quotes: bool  # it quotes or reports someone
     complains: bool  # a frustration rule matched the user's own words
+    thanks: bool  # it opens by thanking, agreeing or acknowledging
+    work_reset: bool  # reset words about a piece of the work ("start over the migration")
     cue: bool  # an explicit cue ("by the way")
     candidate: bool  # the structural rules allow a topic shift here
 
@@ -120,14 +128,32 @@ def read(text: str) -> Reading:
     quotes = own != text
     cue = has_cue(own)
     candidate = bool(words) and (cue or (asks(own) and not quotes and not points_back(own)))
-    return Reading(words, quotes, complains(own), cue, candidate)
+    return Reading(
+        words, quotes, complains(own), acknowledges(own), resets_work(own), cue, candidate
+    )
+
+
+def similar_complaint(reading: Reading, complaint: float | None, params: Params) -> bool:
+    """Is the message frustrated by its similarity to the generic complaints? Only in the
+    user's own voice, not when it opens by thanking or agreeing, nor when its reset words are
+    about the work."""
+    return (
+        complaint is not None
+        and not reading.quotes
+        and not reading.thanks
+        and not reading.work_reset
+        and complaint >= params.complaint_threshold
+    )
 
 
 def needs_vector(reading: Reading) -> bool:
     """Can the verdict on this message depend on its embedding? Not when a frustration rule
-    already matched (the tip is /compact whatever the topic), nor when it quotes someone and
-    cannot be a shift (quoted words are never the user's complaint)."""
-    return not reading.complains and (reading.candidate or not reading.quotes)
+    already matched (the tip is /compact whatever the topic), nor when it cannot be a shift
+    and its similarity to the complaints would not count (it quotes someone, opens by
+    thanking, or its reset words are about the work)."""
+    return not reading.complains and (
+        reading.candidate or not (reading.quotes or reading.thanks or reading.work_reset)
+    )
 
 
 def settled(reading: Reading, *, frustration: bool) -> Analysis:
@@ -156,9 +182,7 @@ def analyze(
     """
     r = reading or read(text)
     words, candidate, cue = r.words, r.candidate, r.cue
-    frustration = r.complains or (
-        complaint is not None and not r.quotes and complaint >= params.complaint_threshold
-    )
+    frustration = r.complains or similar_complaint(r, complaint, params)
     similarity = (
         topic_similarity(vector, recent_vectors)
         if vector is not None and len(recent_vectors) >= MIN_RECENT_MESSAGES
@@ -174,7 +198,7 @@ def analyze(
             return Analysis(frustration=frustration, topic_shift=False, keywords=words)
         mode, score, threshold = Mode.LEXICAL, overlap(words, stems), params.threshold
     if cue:
-        threshold += params.cue_bonus
+        threshold += params.cue_bonus if mode is Mode.SEMANTIC else params.lexical_cue_bonus
     margin = score - threshold
     return Analysis(
         frustration=frustration,

@@ -10,17 +10,22 @@ otherwise. Nothing when `[analyzer]
 enabled = false`; its counters stay readable in `/admin stats` either way (vault rows).
 
 `embedder` is the local model when the `semantic` extra is installed (the composition root
-passes it, shared with the knowledge feature), else None: lexical rules only.
+passes it, shared with the knowledge feature), else None: lexical rules only. Its use is
+bounded by `[analyzer] embed_share` (`share.py`; `now`, a monotonic clock in seconds, is
+for tests); messages judged by the rules because the share was spent are counted in
+`iris_analyzer_embeddings_total{outcome="shed"}`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from gateway.analyzer.detect import Analysis, Suggestion
 from gateway.analyzer.semantic import SemanticSide
 from gateway.analyzer.settings import AnalyzerSection
+from gateway.analyzer.share import EmbedShare
 from gateway.analyzer.watcher import ContextWatch
 from gateway.core.embedding import Embedder
 from gateway.features.contributions import Contributions
@@ -42,21 +47,35 @@ def format_suggestion(command: str, hint: Hint) -> str:
 class AnalyzerFeature:
     name = "analyzer"
 
-    def __init__(self, settings: AnalyzerSection, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        settings: AnalyzerSection,
+        *,
+        embedder: Embedder | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings = settings
         self.embedder = embedder if settings.semantic else None
+        self.share = EmbedShare(settings.embed_share, now=now)
         self.watcher: ContextWatch | None = None
 
     def contribute(self, c: Contributions) -> None:
         if not self.settings.enabled:
             return
         s = c.services
+        embeddings = s.metrics.counter(
+            "iris_analyzer_embeddings_total",
+            "Chat messages whose analyzer verdict needed their embedding: embedded, or shed "
+            "(judged by the rules alone: the [analyzer] embed_share was spent).",
+            ("outcome",),
+        )
         self.watcher = ContextWatch(
             store=AnalyzerStore(s.vault),
             conversations=s.conversations,
             settings=self.settings,
             call=s.call_model if s.model_configured else None,
-            semantic=SemanticSide(self.embedder),
+            semantic=SemanticSide(self.embedder, self.share),
+            on_embedding=embeddings.inc,
         )
         c.turn_hook(self.watcher.observe)
         c.step(self._tip_step(self.watcher, s.hint_for))

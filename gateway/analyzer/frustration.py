@@ -6,11 +6,16 @@ clause-initial position or as fixed complaints in English, German, French, Spani
 Portuguese, Dutch, Russian and Japanese. Besides fixed phrases, a few shapes: a correction
 ("no, I said …", "nein, ich habe doch gesagt …"), the user's words not taken in ("read what
 I wrote", "lies genau", "you ignored …", "you misunderstood"), a repeated mistake ("you got
-… wrong again", "that's the third time you …", "why are you …ing … again"). The same words
+… wrong again", "that's the third time you …", "why are you …ing … again", a count of
+repetitions in every covered language: "you've explained it three times", "zum dritten Mal"),
+mixing things up ("tu mélanges tout", "du bringst alles durcheinander"). The same words
 about the work do not count: "start over" and "reset everything" must end their clause
 ("start over the migration from the checkpoint" is a task). The caller blanks quoted text,
 code and reported speech first (`quoting.py`), and a complaint inside a task ("translate …",
-"write a reply saying …") does not count. Every pattern is compiled once at import.
+"write a reply saying …") does not count. `acknowledges` (a message opening with thanks or
+agreement) and `resets_work` (reset words with an object: "start over the migration …") keep
+the complaint similarity of `semantic.py` from overruling what the words say. Every pattern
+is compiled once at import.
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ _LEAD = (
     r"|stop|dude|come on|hey|again|honestly|nein|non|mais|bueno|pues|nee)[,!.]*\s+)*"
 )
 _CLAUSE_PHRASES = (
-    r"forget (?:it|that|this|all (?:of )?(?:that|this)|everything(?: (?:i|we) (?:said|discussed))?"
-    r"|what i (?:said|asked|wrote))\b(?! (?:to|when|in|on|at|file|folder|key|entry))",
+    # "forget it / that / this" must end its clause ("forget that fabric" is about the work).
+    r"forget (?:(?:it|that|this)(?=\s*(?:$|[.!?,;:]|[-—–]|(?:and|please|then|now|for now|i|we"
+    r"|let's|let us|just|ok|part|one|idea|bit)\b))"
+    r"|all (?:of )?(?:that|this)|everything(?: (?:i|we) (?:said|discussed))?"
+    r"|what i (?:said|asked|wrote))\b(?! (?:to|when|in|on|at))",
     r"(?:(?:let's|let us|can we|could we|we should|i want to|i'd like to) )?(?:just )?"
     r"(?:start (?:over|again|afresh|fresh|from scratch)|begin again)"
     r"\s*(?:$|[.!?,;]|please\b|then\b)",
@@ -42,6 +50,9 @@ _CLAUSE_PHRASES = (
     r"(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b|for me\b))",
     r"(?:let's |let us |please )?(?:just )?(?:reset|restart|wipe|clear) (?:everything|it all"
     r"|all of (?:this|it))(?=\s*(?:$|[.!?,;:]|please\b|and\b|so\b|now\b))",
+    r"(?:lass uns|wir sollten|können wir|fangen wir) (?:\w+ ){0,2}(?:neu|von vorne) (?:anfangen|an"
+    r"|beginnen|starten)\b|on recommence(?: (?:depuis le début|à zéro|tout))?\s*(?:$|[.!?,;])"
+    r"|zacznijmy (?:od nowa|od początku|jeszcze raz)\b",
     r"i give up(?: on (?:this|it|you))?\s*(?:$|[.!?,;])|i(?:'m| am) (?:giving up|done with this)\b",
     r"забудь (?:это|всё|все|про это)|(?:давай )?начн[её]м (?:сначала|заново)",
     # "No, I said …": a correction of what the assistant made of the user's words.
@@ -88,6 +99,29 @@ _ANYWHERE_PHRASES = (
     r" (?:asked|said|meant|wanted|requested)\b",
     r"not what i (?:asked|meant) for\b|^not what i (?:asked|meant)\b",
     r"what are you (?:even )?talking about\b",
+    r"(?:clear|reset|wipe) (?:this|that|everything)(?: out)? and start"
+    r" (?:over|fresh|afresh|again)\b",
+    # "You've explained X three times", "Das hast du zum dritten Mal wiederholt", "Trzeci raz
+    # ta sama odpowiedź": a count of repetitions addressed to the assistant.
+    r"(?<!have )(?<!did )you(?:'ve| have)? (?:already )?(?:\w+ed|said|told|wrote|written|gave"
+    r"|given|shown|showed|sent) (?:\S+ ){0,5}(?:twice|three times|four times|several times"
+    r"|multiple times|(?:for )?the (?:second|third|fourth|fifth|umpteenth|\d+(?:nd|rd|th)) time)\b",
+    r"du\b[^.!?]{0,40}zum (?:zweiten|dritten|vierten|fünften|x-ten|wiederholten) mal\b"
+    r"|zum (?:zweiten|dritten|vierten|fünften|x-ten|wiederholten) mal\b[^.!?]{0,40}\bdu\b"
+    r"|tu\b[^.!?]{0,40}pour la (?:deuxième|troisième|quatrième|énième) fois\b"
+    r"|por (?:segunda|tercera|cuarta|enésima) vez\b[^.!?]{0,40}\b(?:me|has|tú)\b"
+    r"|per la (?:seconda|terza|quarta|ennesima) volta\b[^.!?]{0,40}\b(?:mi|hai|tu)\b"
+    r"|pela (?:segunda|terceira|quarta|enésima) vez\b[^.!?]{0,40}\b(?:me|você)\b"
+    r"|voor de (?:tweede|derde|vierde|zoveelste) keer\b[^.!?]{0,40}\b(?:je|jij)\b"
+    r"|(?:drugi|trzeci|czwarty|kolejny) raz (?:\w+ ){0,2}(?:ta sama|to samo|ten sam)\b",
+    r"(?:i'm|i am) (?:getting )?(?:really |so )?(?:tired|sick) of this\b"
+    r"|fed up with (?:this|you)\b",
+    r"tu (?:\w+ )?(?:mélanges|confonds) (?:tout|les|deux)\b|(?:lo )?(?:estás mezclando|mezclas)"
+    r" (?:todo|las|los|dos)\b|(?:stai mescolando|confondi|mescoli) (?:tutto|le|i|due)\b"
+    r"|(?:você )?(?:está misturando|misturou|confundiu) (?:tudo|as|os|duas|dois)\b"
+    r"|du (?:bringst|wirfst) (?:\w+ ){0,2}durcheinander\b|du verwechselst\b"
+    r"|je haalt (?:\w+ ){0,2}door elkaar\b|(?:pogubiłeś|pogubiłaś|pomyliłeś|pomyliłaś) się\b"
+    r"|się pogubiłeś|się pogubiłaś|nie (?:czytasz|słuchasz|rozumiesz)\b",
     r"(?:clear|wipe|reset|erase) your (?:memory|context)\b",
     r"ты (?:меня )?(?:не понимаешь|не слушаешь)|я (?:же )?(?:уже )?(?:сказал|говорил)[аи]?\b",
     r"are you (?:even )?(?:listening|reading)\b|did you (?:even )?read (?:my|what)\b",
@@ -99,7 +133,7 @@ _ANYWHERE_PHRASES = (
     r"stop (?:repeating yourself|making (?:stuff|things) up|apologi[sz]ing and)\b",
     r"(?:this|that) (?:is not|isn't) helping\b",
     r"(?:that's|that is) (?:completely|totally|still|just) wrong\b",
-    r"du (?:verstehst|hörst) (?:mich |mir )?(?:nicht|überhaupt nicht)\b"
+    r"du (?:verstehst|hörst) (?:mich |mir )?(?:\w+ )?(?:nicht|überhaupt nicht)\b"
     r"|das (?:habe|hab) ich nicht (?:gefragt|gesagt|gemeint)\b",
     r"tu ne (?:comprends|m'écoutes) (?:pas|rien)\b|ce n'est pas ce que j'ai (?:demandé|dit)\b",
     r"no me (?:entiendes|escuchas)\b|(?:eso )?no es lo que (?:te )?(?:pregunté|pedí|dije)\b",
@@ -108,7 +142,8 @@ _ANYWHERE_PHRASES = (
     r"|mixing (?:up|\w+ up)\b|not paying attention|misunderstanding (?:me|everything|what)"
     r"|repeating yourself|overcomplicating (?:this|it))",
     r"(?<!\bif )(?<!when )you(?:'ve| have)? (?:completely |totally |just |again )?"
-    r"(?:misunderstood|misread|ignored|confused everything|mixed (?:everything|it all) up)\b"
+    r"(?:misunderstood|misread|ignored|confused everything"
+    r"|mixed (?:everything |it all |things )?up)\b"
     r"|you (?:completely |totally )?misunderstand (?:me|everything|my|what|the question)\b",
     # "You got the measurements wrong again", "that's the third time you …".
     r"(?<!\bif )(?<!when )you(?:'ve| have)? got (?:\S+ ){1,3}wrong\b"
@@ -156,6 +191,37 @@ _REPORTING = rx(
     r"|meaning of|mean by|write (?:a|an|the|me)|reply (?:with|to)|respond (?:with|to)"
     r"|how (?:do|would|can) (?:i|you) say|in (?:german|french|spanish|english)|grammar)\b"
 )
+
+
+# A message that opens by thanking, agreeing or acknowledging ("merci, c'est très clair",
+# "You're right, let's drop it", "ok, verstanden") is not a complaint by its similarity to one;
+# a complaint rule still counts.
+_ACKNOWLEDGES = rx(
+    r"^\W*(?:(?:ok(?:ay)?|alright|yes|yep|sure|oui|d'accord|ja|sí|si|sim|vale|va bene|prima"
+    r"|dobrze|хорошо)\W+)*"
+    r"(?:thanks|thank you|thx|cheers|you're right|good point|fair enough|makes sense|perfect"
+    r"|great|got it|understood|sounds good|merci|d'accord|compris|parfait|tu as raison"
+    r"|vous avez raison|danke|vielen dank|verstanden|alles klar|du hast recht|gracias|entendido"
+    r"|tienes razón|perfecto|grazie|capito|hai ragione|perfetto|obrigad[oa]|valeu|entendi"
+    r"|você tem razão|perfeito|bedankt|dank je|dankjewel|begrepen|je hebt gelijk|dziękuję"
+    r"|dzięki|rozumiem|masz rację|спасибо|понятно|ты прав|ok(?:ay)?\W*$)\b(?! for nothing)"
+)
+# The reset words said about a piece of the work ("start over the migration from the last
+# checkpoint", "reset the consumer offsets"): the rules do not take them as a complaint, and
+# neither does the similarity, which cannot tell the object apart.
+_RESETS_WORK = rx(
+    r"\b(?:start(?:ing)? over|start again|reset|restart|clear|wipe|redo|forget)\s+"
+    r"(?:the|my|our|this|that|these|those|a|an|all the|every)\s+"
+    r"(?!(?:conversation|chat|context|thread|discussion|whole conversation|whole chat)\b)\w"
+)
+
+
+def resets_work(plain: str) -> bool:
+    return _RESETS_WORK.search(plain) is not None
+
+
+def acknowledges(plain: str) -> bool:
+    return _ACKNOWLEDGES.search(plain) is not None
 
 
 def complains(plain: str) -> bool:

@@ -13,7 +13,11 @@ rules are read first, then:
 A message that was not embedded stays in the session's state as text (`state.py`) and is
 embedded the first time a later message needs it, once: its vector then replaces the text.
 Without an embedder, for an empty message, or when the model fails, the lexical rules judge
-it exactly as before (`detect.analyze` without vectors).
+it exactly as before (`detect.analyze` without vectors). So does a message that needs its
+vector while the analyzer's share of embedding time is spent (`share.py`): it is `shed`,
+judged by the rules alone (frustration by rule; a topic shift only after an explicit cue at
+the default lexical threshold, the fallback's precise side) and kept as text like a deferred
+one.
 """
 
 from __future__ import annotations
@@ -21,7 +25,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.analyzer.detect import Analysis, Params, Vector, analyze, needs_vector, read, settled
+from gateway.analyzer.detect import (
+    Analysis,
+    Params,
+    Vector,
+    analyze,
+    needs_vector,
+    read,
+    settled,
+    similar_complaint,
+)
 from gateway.analyzer.semantic import MAX_EMBED_CHARS, SemanticSide, pack
 from gateway.analyzer.state import WatchState
 
@@ -33,7 +46,8 @@ Earlier = Callable[[], Awaitable[Sequence[Vector]]]
 class Judgement:
     analysis: Analysis
     vector: tuple[float, ...] | None = None  # the message's vector, when it was computed
-    deferred: bool = False  # not embedded because nothing needed it: keep its text
+    deferred: bool = False  # not embedded (nothing needed it, or shed): keep its text
+    shed: bool = False  # needed its vector, but the share of embedding time was spent
 
 
 async def judge_lazily(
@@ -52,13 +66,13 @@ async def judge_lazily(
         return Judgement(analyze(text, recent, params, reading=reading))
     if cooling or not needs_vector(reading):
         return Judgement(settled(reading, frustration=reading.complains), deferred=True)
+    if not side.admit():  # no embedding time left: the rules alone, the text kept for later
+        return Judgement(analyze(text, recent, params, reading=reading), deferred=True, shed=True)
     vector = await side.embed(text)
     if vector is None:  # the model failed: the lexical rules, as without an embedder
         return Judgement(analyze(text, recent, params, reading=reading))
     complaint = side.complaint_similarity(vector)
-    frustrated = reading.complains or (
-        complaint is not None and not reading.quotes and complaint >= params.complaint_threshold
-    )
+    frustrated = reading.complains or similar_complaint(reading, complaint, params)
     if frustrated or not reading.candidate:
         return Judgement(settled(reading, frustration=frustrated), vector)
     analysis = analyze(

@@ -15,7 +15,8 @@ dimensions instead of about 8 KB of JSON floats); the cosine error this adds is 
 
 `SemanticSide` wraps the embedder: when it is missing or fails, every call returns None and the
 analyzer falls back to its lexical rules; a failure is logged once per process, not per
-message.
+message. Given an `EmbedShare` (`share.py`), it charges each message's embedding to it and
+tells the analyzer whether another may be embedded now (`admit`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ import logging
 import math
 import struct
 from collections.abc import Sequence
+from itertools import repeat
+from operator import mul, truediv
 
+from gateway.analyzer.share import EmbedShare
 from gateway.core.embedding import MAX_QUERY_CHARS, Embedder
 
 log = logging.getLogger(__name__)
@@ -57,7 +61,11 @@ COMPLAINTS = (
 
 def pack(values: Sequence[float]) -> str:
     """A unit vector as base64 of its int8 code."""
-    code = bytes(max(-127, min(127, round(v * _SCALE))) & 0xFF for v in values)
+    codes = list(map(round, map(mul, values, repeat(_SCALE))))
+    try:
+        code = struct.pack(f"{len(codes)}b", *codes)
+    except struct.error:  # a component beyond ±1: not quite a unit vector, clamp it
+        code = bytes(max(-127, min(127, c)) & 0xFF for c in codes)
     return base64.b64encode(code).decode("ascii")
 
 
@@ -79,14 +87,19 @@ def floats(vector: bytes) -> tuple[float, ...]:
 
 
 def _unit(values: Sequence[float]) -> tuple[float, ...] | None:
-    norm = math.sqrt(sum(v * v for v in values))
+    norm = math.sqrt(sum(map(mul, values, values)))
     if norm == 0.0:
         return None
-    return tuple(v / norm for v in values)
+    return tuple(map(truediv, values, repeat(norm)))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True))
+    # map(mul) rather than a generator: the same sum, a third of the time (it runs once per
+    # complaint and recent message for every message embedded, on the event loop's thread).
+    if len(a) != len(b):
+        raise ValueError("vectors of different dimensions")
+    total: float = sum(map(mul, a, b))
+    return total
 
 
 def topic_similarity(vector: Sequence[float], recent: Sequence[Sequence[float]]) -> float | None:
@@ -118,8 +131,9 @@ async def _complaint_vectors(embedder: Embedder) -> list[tuple[float, ...]]:
 class SemanticSide:
     """The analyzer's use of an `Embedder`, or nothing when there is none or it fails."""
 
-    def __init__(self, embedder: Embedder | None) -> None:
+    def __init__(self, embedder: Embedder | None, share: EmbedShare | None = None) -> None:
         self.embedder = embedder
+        self.share = share
         self._complaints: list[tuple[float, ...]] | None = None
         self._failed_once = False
 
@@ -127,14 +141,25 @@ class SemanticSide:
     def model(self) -> str | None:
         return None if self.embedder is None else self.embedder.model
 
+    def admit(self) -> bool:
+        """May a message be embedded now (the share of embedding time is not spent)?"""
+        return self.share is None or self.share.admit()
+
     async def embed(self, text: str) -> tuple[float, ...] | None:
-        """The message's unit vector, or None (no embedder, nothing to embed, or a failure)."""
+        """The message's unit vector, or None (no embedder, nothing to embed, or a failure).
+        Its duration is charged to the share (the complaints' one-off embedding is not)."""
         if self.embedder is None or not text.strip():
             return None
         try:
             if self._complaints is None:
                 self._complaints = await _complaint_vectors(self.embedder)
-            (vector,) = await self.embedder.embed([text[:MAX_EMBED_CHARS]], query=True)
+            share = self.share
+            started = share.now() if share is not None else 0.0
+            try:
+                (vector,) = await self.embedder.embed([text[:MAX_EMBED_CHARS]], query=True)
+            finally:
+                if share is not None:
+                    share.charge(share.now() - started)
         except Exception as exc:  # any failure of the optional model: lexical rules instead
             if not self._failed_once:
                 self._failed_once = True

@@ -11,8 +11,12 @@ class AnalyzerSection(Section):
     enabled: bool = True
     # Use message embeddings when the `semantic` extra is installed; false: lexical rules only.
     semantic: bool = True
+    # The share of one core the embeddings of chat messages may take (a token bucket of
+    # embedding time, `share.py`); when it is spent a message is judged by the rules alone.
+    # 1 = no limit, 0 = never embed chat messages.
+    embed_share: float = Field(0.25, ge=0, le=1)
     topic_shift_threshold: float = Field(0.0, ge=0, le=1)
-    semantic_threshold: float = Field(0.83, ge=-1, le=1)
+    semantic_threshold: float = Field(0.84, ge=-1, le=1)
     complaint_threshold: float = Field(0.87, ge=-1, le=1)
     confirm_band: float = Field(0.05, ge=0, le=1)
     min_keywords: int = Field(5, ge=1)

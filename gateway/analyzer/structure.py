@@ -5,7 +5,9 @@ precision. A new subject is opened by asking for something (`asks`), so a plain 
 never counts as a shift; nor does a message that points back (`points_back`: "and what
 about…", "is that normal?", a yes/no question about something on the table in any covered
 language, a "he" or "she" the message did not introduce itself). An explicit
-cue ("by the way", "unrelated question", "übrigens") loosens the threshold (`has_cue`).
+cue ("by the way", "unrelated question", "nothing to do with this", "übrigens", "przy okazji")
+loosens the threshold (`has_cue`), where it opens a sentence: deeper inside one the same words
+describe the subject ("… on the new topic").
 Every pattern is compiled once at import.
 """
 
@@ -13,17 +15,31 @@ from __future__ import annotations
 
 from gateway.analyzer.frustration import rx
 
+# The same few notions in every covered language: "by the way", "unrelated / nothing to do
+# with this", "a different / random / side question", "change of subject".
 _SHIFT_CUE = rx(
     r"\b(?:by the way|btw|unrelated|different (?:topic|question|subject)|new (?:topic|question)"
     r"|change of (?:topic|subject)|chang(?:e|ing) the (?:topic|subject)|switching (?:gears|topics)"
     r"|on (?:a|an) (?:different|other|unrelated|separate) (?:note|topic)|on another note"
-    r"|something (?:else|completely different)|totally different|off[- ]topic"
-    r"|(?:totally|completely|entirely) separate|separate (?:question|topic)|anderes thema"
-    r"|andere frage|übrigens|autre (?:sujet|question)|au fait|otro tema|otra pregunta"
-    r"|cambiando de tema|por cierto|outro assunto|outra pergunta|mudando de assunto|aliás"
-    r"|altra domanda|cambiando (?:argomento|discorso)|trouwens|ander onderwerp|andere vraag"
-    r"|другой вопрос|кстати)\b|ところで|話は変わ"
+    r"|something completely different|totally different|off[- ]topic|(?:random|side) question"
+    r"|(?:totally|completely|entirely) separate|separate (?:question|topic)"
+    r"|(?:has |have )?nothing to do with"
+    r"|anderes thema|andere frage|übrigens|themenwechsel|(?:ganz )?was anderes"
+    r"|(?:hat )?nichts (?:damit |mit \w+ )?zu tun"
+    r"|autre (?:sujet|question|chose)|au fait|rien à voir|changement de sujet|hors sujet"
+    r"|otro tema|otra pregunta|otra cosa|cambi(?:o|ando) de tema|por cierto|nada que ver"
+    r"|outro assunto|outra pergunta|outra coisa|mud(?:ando|ança) de assunto|aliás|nada a ver"
+    r"|altra domanda|altra cosa|cambi(?:o|ando) (?:argomento|discorso)|non c'entra"
+    r"|trouwens|ander onderwerp|andere vraag|iets (?:heel )?anders|niets (?:mee )?te maken"
+    r"|przy okazji|inne pytanie|inny temat|zmieniając temat|z innej beczki|nie na temat"
+    r"|nic wspólnego|другой вопрос|другая тема|не по теме|кстати)\b|ところで|話は変わ"
 )
+# A cue counts where it opens a sentence (within its first few words: "Oh, random question:",
+# "Una curiosità che non c'entra niente:"); deeper in a sentence the same words describe the
+# subject ("… to the new topic", "open with something else").
+_CUE_LEAD_WORDS = 4
+_CUE_LOOK_BACK = 80  # characters
+_SENTENCE_START = rx(r"[.!?;:\n]")
 # A message that opens by pointing back continues the topic ("and what about…", "that one…").
 _CONTINUATION_START = rx(
     r"^\W*(?:and|also|but|so|then|what about|how about|and if|what if|which one|same|instead"
@@ -32,7 +48,8 @@ _CONTINUATION_START = rx(
 )
 # Words that refer back to something already said, anywhere in the message.
 _BACK_REFERENCE = rx(
-    r"\b(?:it|its|it's|this|these|those|they|them|their|there|such|same|also|too|then"
+    # "this" before a colon points forward ("Translate this: …").
+    r"\b(?:it|its|it's|this(?!\s*:)|these|those|they|them|their|there|such|same|also|too|then"
     r"|instead|else|either|both|here|again|still|other|second|third|previous|above"
     r"|earlier|former|latter|dies|diese|dieser|dieses|ça|cela|ces|eso|esto|esa|ese|это|эти"
     r"|этот|эту|там|тоже|также)\b"
@@ -82,7 +99,17 @@ def asks(text: str) -> bool:
 
 
 def has_cue(text: str) -> bool:
-    return _SHIFT_CUE.search(text) is not None
+    for cue in _SHIFT_CUE.finditer(text):
+        # Only the few words before the cue matter: a bounded look-back keeps a long message
+        # full of cue words linear.
+        window = max(0, cue.start() - _CUE_LOOK_BACK)
+        starts = [m.end() for m in _SENTENCE_START.finditer(text, window, cue.start())]
+        if not starts and window > 0:
+            continue  # no sentence start near: the cue is deep inside a long sentence
+        lead = text[starts[-1] if starts else 0 : cue.start()]
+        if len(lead.split()) <= _CUE_LEAD_WORDS:
+            return True
+    return False
 
 
 def points_back(text: str) -> bool:

@@ -4,7 +4,8 @@ Entry points, plugged in by the analyzer feature (`gateway/analyzer/feature.py`)
 
 - `judge(turn)`, run for chat messages before the agent: judges the message with the pure
   functions of `detect.py`, embedding it (and the earlier messages not embedded yet) only
-  when the verdict can depend on it (`lazy.py`; never while the session is cooling down),
+  when the verdict can depend on it (`lazy.py`; never while the session is cooling down, nor
+  while the share of embedding time is spent: `share.py`, counted by `on_embedding`),
   applies the cooldowns and saves the session's state — always, even when the analysis
   itself fails. It returns the tip to show now, or a near-threshold analysis the
   confirmation model should decide.
@@ -26,6 +27,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from gateway.analyzer.confirm import Confirmer, confirmation_model, decide
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance
@@ -46,6 +48,13 @@ ChatModelCall = Callable[[LLMRequest, str | None], Awaitable[LLMResponse]]
 REMEMBERED_SESSIONS = 4096
 FOLLOW_WINDOW = 2
 MIN_SESSION_MESSAGES = 2
+
+
+class EmbedOutcome(StrEnum):
+    """What became of a message whose verdict needed its embedding."""
+
+    EMBEDDED = "embedded"
+    SHED = "shed"  # judged by the rules alone: the share of embedding time was spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,7 @@ class ContextWatch:
         settings: AnalyzerSection,
         call: ChatModelCall | None = None,
         semantic: SemanticSide | None = None,
+        on_embedding: Callable[[EmbedOutcome], None] | None = None,
     ) -> None:
         self.store = store
         self.conversations = conversations
@@ -97,6 +107,7 @@ class ContextWatch:
             else None
         )
         self._call = call
+        self._on_embedding = on_embedding
         # session -> (the JSON this process stored last, the state it stands for)
         self._saved: OrderedDict[int, tuple[str, WatchState]] = OrderedDict()
 
@@ -157,9 +168,13 @@ class ContextWatch:
                 cooling=cooling_down(state, turn.now_ms, self.settings),
             )
             analysis = judgement.analysis
+            if self._on_embedding is not None and (judgement.shed or judgement.vector is not None):
+                self._on_embedding(EmbedOutcome.SHED if judgement.shed else EmbedOutcome.EMBEDDED)
         except Exception:
             log.exception("context analyzer failed for %s", turn.inbound.chat.key)
-        judged = self._decide(state, analysis, turn.now_ms)
+        # A shed message is not put to the confirmation model either: no paid call under load.
+        shed = judgement is not None and judgement.shed
+        judged = self._decide(state, analysis, turn.now_ms, confirm=not shed)
         state.messages += 1
         if analysis is not None:
             if analysis.topic_shift or state.topic_started_ms is None:
@@ -180,14 +195,16 @@ class ContextWatch:
         self._save(recorded.session_pk, state, turn.now_ms, event)
         return judged
 
-    def _decide(self, state: WatchState, analysis: Analysis | None, now_ms: int) -> Judged:
+    def _decide(
+        self, state: WatchState, analysis: Analysis | None, now_ms: int, *, confirm: bool = True
+    ) -> Judged:
         if analysis is None or (analysis.suggestion is None and not analysis.near(self.params)):
             return Judged()
         if cooling_down(state, now_ms, self.settings):
             return Judged()
         if analysis.frustration:
             return Judged(now="compact")
-        if self.confirmer is not None and analysis.near(self.params):
+        if confirm and self.confirmer is not None and analysis.near(self.params):
             return Judged(pending=analysis)
         return Judged(now=analysis.suggestion)
 

@@ -158,7 +158,11 @@ class App:
         self.memories = Memories(self.vault)
         # Replicas share a PostgreSQL vault: outbox rows are leased to the one sending them.
         shared = self.vault.dialect == "postgresql"
-        self.outbox = Outbox(self.vault, owner=self.replica.id if shared else None)
+        self.outbox = Outbox(
+            self.vault,
+            owner=self.replica.id if shared else None,
+            lease_ms=int(s.vault.outbox_lease_s * 1000),
+        )
         self.inbound_log = InboundLog(self.vault)
         self.intake_store = IntakeStore(self.vault)
         self.usage = UsageLog(self.vault)
@@ -255,6 +259,7 @@ class App:
                 traces=self.traces,
                 tools=self.tools,
                 replica_id=self.replica.id,
+                hints=self.fleet.hints,
             )
         )
         for feature in self.features:
@@ -315,10 +320,12 @@ class App:
             metrics=self.metrics,
             locks=self.locks,
             slots=self.turn_slots,
+            vault_problem=self.vault.problem,  # PostgreSQL away: apologise directly, run again
         )
         self.intake = build_intake(
             self.config, vault=self.vault, store=self.intake_store, router=self.router,
             clock=self.clock, metrics=self.metrics, replica=self.replica.id,
+            hints=self.fleet.hints,
         )  # fmt: skip
 
     def channel_health(self) -> list[ChannelHealth]:

@@ -109,7 +109,8 @@ async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
     lines = text.split("\n")
     # The same model selection as a live chat: embeddings when the extra is installed and
     # `[analyzer] semantic` is on, otherwise the lexical rules.
-    semantic = SemanticSide(open_local_embedder() if s.semantic else None)
+    embedder = open_local_embedder(config.settings.context.embed_threads) if s.semantic else None
+    semantic = SemanticSide(embedder)
     try:
         if args.confirm:
             return await _analyze_confirmed(lines, config, params, semantic)
@@ -205,8 +206,8 @@ async def cmd_simulate(args: argparse.Namespace, config: Config) -> int:
         return 2
     return await run_simulation(
         config.settings.proactive, users=args.users, days=args.days, seed=args.seed,
-        global_daily=args.global_daily, as_json=args.json, html_path=html_path,
-        out=sys.stdout, err=sys.stderr,
+        global_daily=args.global_daily, workers=args.workers, as_json=args.json,
+        html_path=html_path, out=sys.stdout, err=sys.stderr,
     )  # fmt: skip
 
 
@@ -282,6 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         help="global quota per UTC day (default: the configured one, raised to per_user_daily "
         "x users so a large synthetic run does not just measure the cap)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        help="processes, each simulating a share of the users (one per CPU by default; 1: all "
+        "in this process); the report is the same for any number. A global quota the users "
+        "could reach couples them: such a run uses one process",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(

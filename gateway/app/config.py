@@ -69,6 +69,10 @@ class VaultSection(Section):
     # besides the LISTEN/NOTIFY hints (at most 1 s, the fallback when hints are lost).
     inbound_lease_s: float = Field(15.0, ge=3, le=300)
     inbound_poll_s: float = Field(1.0, gt=0, le=1)
+    # Replicas on PostgreSQL: an outgoing message is held by the replica sending it for this
+    # long (renewed every third of it); once it runs out (the holder died) another replica
+    # settles the row `uncertain` if it was mid-send, or sends it if it was waiting.
+    outbox_lease_s: float = Field(30.0, ge=3, le=600)
 
     @field_validator("url")
     @classmethod

@@ -24,10 +24,13 @@ def default_features(config: Config) -> list[Feature]:
     s = config.settings
     # Limits first: their step refuses a message before the analyzer's or the agent's calls.
     limits = LimitsFeature(
-        s.limits, admins=s.auth.admins, default_timezone=s.proactive.default_timezone
+        s.limits,
+        admins=s.auth.admins,
+        default_timezone=s.proactive.default_timezone,
+        model_deadline_s=s.llm.turn_deadline_seconds,  # how long a budget hold may last
     )
     # One local model (when the `semantic` extra is installed) for every feature that embeds.
-    embedder = open_local_embedder()
+    embedder = open_local_embedder(s.context.embed_threads)
     knowledge = KnowledgeFeature(
         s.context,
         base=(config.source.parent if config.source else Path.cwd()).resolve(),

@@ -2,18 +2,20 @@
 
 On PostgreSQL several replicas may share the vault, so a chat's saved messages are run by the
 replica that holds the chat's claim (`gateway/turns/shared_intake.py`), woken by LISTEN/NOTIFY
-hints on a connection of their own (`vault/pg/notify.py`, imported only then: psycopg is the
-`postgres` extra) with a poll as the fallback.
+hints on a connection of their own (`hints`, from `Fleet.hints`: `vault/pg/notify.py`) with a
+poll as the fallback.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from gateway.app.config import Config
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
 from gateway.turns.intake import Intake
 from gateway.turns.router import Router
-from gateway.turns.shared_intake import SharedIntake
+from gateway.turns.shared_intake import Hints, SharedIntake
 from vault.db import Vault
 from vault.intake import IntakeStore
 from vault.intake_claims import INTAKE_HINTS, IntakeClaims
@@ -21,15 +23,13 @@ from vault.intake_claims import INTAKE_HINTS, IntakeClaims
 
 def build_intake(
     config: Config, *, vault: Vault, store: IntakeStore, router: Router, clock: Clock,
-    metrics: Metrics, replica: str,
+    metrics: Metrics, replica: str, hints: Callable[[str], Hints | None],
 ) -> Intake:  # fmt: skip
     if vault.dialect != "postgresql":
         return Intake(store=store, router=router, clock=clock, metrics=metrics)
-    from vault.pg.notify import Notifications
-
     s = config.settings.vault
     return SharedIntake(
         store=store, claims=IntakeClaims(vault), router=router, clock=clock, metrics=metrics,
-        replica=replica, hints=Notifications(s.url, INTAKE_HINTS), lease_s=s.inbound_lease_s,
+        replica=replica, hints=hints(INTAKE_HINTS), lease_s=s.inbound_lease_s,
         poll_s=s.inbound_poll_s,
     )  # fmt: skip

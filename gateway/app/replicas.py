@@ -7,8 +7,12 @@
   the channel, the others stand by and take over when it is lost; on SQLite the one replica
   always leads. Sending never waits for it: every replica's channels send. A standby channel
   is healthy ("standby" in `/healthz`), since it delivers and another replica receives.
+- Wake-up hints (PostgreSQL only): `hints(channel)` opens a LISTEN on its own connection
+  (`vault/pg/notify.py`) for whoever needs one (the intake, the subscriptions' streams) and
+  keeps it on the replica, so health shows whether it is up.
 - Visibility: the replica id and the roles it leads in `/healthz` (`health_report`) and in
-  `/metrics` (`iris_replica_info`, `iris_leadership`).
+  `/metrics` (`iris_replica_info`, `iris_leadership`), and each hint listener
+  (`iris_hints_listening`: 0 while that channel is down to polling).
 - The heartbeat (PostgreSQL only): every 10 s a row with the id, start, last beat, the roles
   led and the counters (`vault/replicas.py`), so usage figures (`/admin stats`, `GET /stats`)
   add up the counters of the replicas seen in the last minute and list them.
@@ -30,6 +34,7 @@ from gateway.core.metrics import LabelValues, Metrics
 from gateway.core.ports import Channel, Clock, InboundHandler, ReportsHealth
 from gateway.core.replica import Replica, new_replica_id
 from gateway.features.contributions import BackgroundJob
+from gateway.turns.shared_intake import Hints
 from vault.db import Vault
 from vault.replicas import Beat, ReplicaStore, total
 
@@ -59,6 +64,7 @@ class Fleet:
         metrics: Metrics,
         clock: Clock,
         role_of: Callable[[str], str | None],
+        hints_url: str = "",
     ) -> None:
         self.replica = replica
         self.leadership = leadership
@@ -66,6 +72,7 @@ class Fleet:
         self._metrics = metrics
         self._clock = clock
         self._role_of = role_of
+        self._hints_url = hints_url  # "": SQLite, no other replica to hear from
         self._roles: dict[str, str] = {}  # channel name -> the role its receiving runs under
         self._standby: set[str] = set()  # channels waiting for their role
         self.started_ms = clock.now_ms()
@@ -111,6 +118,18 @@ class Fleet:
             detail=f"standby: another replica holds {self._roles[name]}; this one sends",
         )
 
+    # --- hints -----------------------------------------------------------------------------
+
+    def hints(self, channel: str) -> Hints | None:
+        """A listener for `channel`'s wake-up hints (None on SQLite); its state goes to health."""
+        if not self._hints_url:
+            return None
+        from vault.pg.notify import Notifications  # psycopg: the `postgres` extra
+
+        found = Notifications(self._hints_url, channel, sleep=self._clock.sleep)  # backoff
+        self.replica.hints[channel] = found.listening
+        return found
+
     # --- visibility ------------------------------------------------------------------------
 
     def _register_metrics(self) -> None:
@@ -122,10 +141,16 @@ class Fleet:
         async def led() -> dict[LabelValues, float]:
             return {(role,): float(role in replica.leaderships) for role in roles.values()}
 
+        async def listening() -> dict[LabelValues, float]:
+            return {(name,): float(up.is_set()) for name, up in replica.hints.items()}
+
         self._metrics.gauge("iris_replica_info", "This replica's id (always 1).",
                             ("replica",), info)  # fmt: skip
         self._metrics.gauge("iris_leadership", "1 while this replica leads the role (only "
                             "the leader receives through it), else 0.", ("role",), led)  # fmt: skip
+        self._metrics.gauge("iris_hints_listening", "1 while this replica listens for the "
+                            "channel's wake-up hints (LISTEN), 0 while it only polls.",
+                            ("channel",), listening)  # fmt: skip
 
     def jobs(self) -> list[BackgroundJob]:
         return [self.heartbeat] if self.store is not None else []
@@ -184,7 +209,8 @@ def open_fleet(
 ) -> Fleet:
     s = config.settings
     leadership: Leadership
-    if vault.dialect == "postgresql":
+    url = s.vault.url if vault.dialect == "postgresql" else ""
+    if url:
         from vault.pg.leader import PgLeadership  # psycopg: the `postgres` extra
 
         leadership = PgLeadership(
@@ -195,4 +221,5 @@ def open_fleet(
         leadership, store = SoleLeader(replica), None
     log.info("replica %s", replica.id)
     return Fleet(replica=replica, leadership=leadership, store=store, metrics=metrics,
-                 clock=clock, role_of=lambda channel: role_of(config, channel))  # fmt: skip
+                 clock=clock, role_of=lambda channel: role_of(config, channel),
+                 hints_url=url)  # fmt: skip

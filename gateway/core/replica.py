@@ -8,11 +8,14 @@ else host name, process id and a short random suffix (a restarted process is a n
 what the old one held must expire, not be mistaken for its own).
 
 `Replica` is plain state owned by the composition root: the id, the leaderships held now, and
-alarms (e.g. a second Telegram poller answering 409) that health reports until cleared.
+alarms (e.g. a second Telegram poller answering 409) that health reports until cleared, and
+its wake-up hint listeners (NOTIFY channel -> an event set while its LISTEN is in effect): one
+that is down degrades the replica to polling, which health shows without calling it down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
@@ -31,6 +34,7 @@ class Replica:
     id: str
     leaderships: set[str] = field(default_factory=set)
     alarms: dict[str, str] = field(default_factory=dict)  # name -> one-line reason
+    hints: dict[str, asyncio.Event] = field(default_factory=dict)  # channel -> listening
 
     def lead(self, name: str) -> None:
         self.leaderships.add(name)

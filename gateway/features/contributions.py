@@ -41,6 +41,7 @@ from gateway.core.ports import Clock, WebRoute
 from gateway.turns.commands import Command, CommandCall, Hint
 from gateway.turns.delivery import Delivery
 from gateway.turns.locks import ChatLocks
+from gateway.turns.shared_intake import Hints
 from gateway.turns.turn import Step, TurnHook
 from vault.conversations import Conversations, RecordHook
 from vault.db import Vault
@@ -165,6 +166,9 @@ class Services:
     # This process among the replicas sharing the vault (`gateway/core/replica.py`): what
     # periodic jobs record as the runner of a time slot (`vault/periodic.py`).
     replica_id: str = ""
+    # Wake-up hints between replicas on a NOTIFY channel (PostgreSQL; None on SQLite, one
+    # process): a listener whose state `/healthz` and `/metrics` show (`gateway/app/replicas.py`).
+    hints: Callable[[str], Hints | None] = lambda channel: None
 
 
 @dataclass

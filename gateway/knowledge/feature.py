@@ -38,6 +38,7 @@ from vault.audit import AuditLog
 from vault.context_settings import ContextSettings
 from vault.injections import InjectionLog
 from vault.knowledge import KnowledgeStore
+from vault.periodic import PeriodicRuns
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ class KnowledgeFeature:
             clock=s.clock,
             embedder=self.embedder,
             on_change=self.retriever.invalidate,
+            # Replicas share the index: one of them rescans per slot of rescan_seconds.
+            periodic=PeriodicRuns(s.vault, s.replica_id or "this process")
+            if s.vault.dialect == "postgresql"
+            else None,
         )
         self.provider = KnowledgeProvider(
             store=self.store,

@@ -9,6 +9,12 @@ once per version, naming it and why. Scans never overlap (`/context refresh` and
 background rescan share a lock). With an embedder, the chunks that have no cached vector are
 embedded after the index is written, outside that lock (the model runs off the event loop, in
 the embedder): searches use the vectors that exist, and lexical retrieval covers the rest.
+
+Replicas sharing a PostgreSQL vault share its index, and read the documents from the same
+directory (a shared volume): the background rescan then falls on slots of `rescan_seconds`,
+each claimed first (`vault/periodic.py`), so one replica rescans per slot; every replica then
+looks whether the index changed (`KnowledgeStore.fingerprint`) and drops its retrieval caches
+if it did. `/context refresh` rescans at once on any replica, claiming nothing.
 """
 
 from __future__ import annotations
@@ -21,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.core.embedding import Embedder
+from gateway.core.errors import VaultError
 from gateway.core.ports import Clock
 from gateway.knowledge.parse import Parsed, Skipped, parse
 from gateway.knowledge.rules import PathRules
 from gateway.knowledge.settings import KnowledgeSection
 from vault.knowledge import DocumentRow, DocumentVersion, KnowledgeStore
+from vault.periodic import PeriodicRuns
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +41,7 @@ WRITE_BATCH = 50
 READ_BATCH = 100
 EMBED_BATCH = 32
 _GLOB_CHARS = set("*?[")
+RESCAN_JOB = "knowledge rescan"  # its name in `periodic_runs`
 
 
 @dataclass(slots=True)
@@ -103,6 +112,7 @@ class Indexer:
         clock: Clock,
         embedder: Embedder | None = None,
         on_change: Callable[[], None] = lambda: None,
+        periodic: PeriodicRuns | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -111,6 +121,8 @@ class Indexer:
         self.clock = clock
         self.embedder = embedder
         self.on_change = on_change
+        self.periodic = periodic
+        self._seen: tuple[object, ...] | None = None  # the index's fingerprint, last looked at
         self._lock = asyncio.Lock()
         self._embedding = asyncio.Lock()
         self._indexed = asyncio.Event()
@@ -128,13 +140,44 @@ class Indexer:
         await self._indexed.wait()
 
     async def run(self) -> None:
-        """The background rescan, every `rescan_seconds`, until cancelled."""
+        """The background rescan, every `rescan_seconds`, until cancelled; with `periodic`
+        (replicas), once per slot of `rescan_seconds` by whichever replica claims it."""
+        if self.periodic is None:
+            while True:
+                await self._rescan()
+                await self.clock.sleep(self.settings.rescan_seconds)
+        period_ms = int(self.settings.rescan_seconds * 1000)  # at least 1 s
         while True:
+            now = self.clock.now_ms()
+            slot = now - now % period_ms
             try:
-                await self.scan()
-            except Exception:  # one bad scan must not end the rescans
-                log.exception("knowledge scan failed")
-            await self.clock.sleep(self.settings.rescan_seconds)
+                mine = await self.periodic.claim(RESCAN_JOB, slot, now)
+            except VaultError as exc:  # the vault may be away: the next slot tries again
+                log.warning("knowledge rescan: cannot claim its slot: %s", type(exc).__name__)
+            else:
+                if mine:
+                    await self._rescan()
+                await self.follow()
+            await self.clock.sleep_until(slot + period_ms)
+
+    async def _rescan(self) -> None:
+        try:
+            await self.scan()
+        except Exception:  # one bad scan must not end the rescans
+            log.exception("knowledge scan failed")
+
+    async def follow(self) -> None:
+        """If the shared index changed since this replica last looked (another replica's
+        rescan), its retrieval reloads what it cached. A replica that lost a slot's claim may
+        look before the winner's scan is written: it sees that in the next slot."""
+        try:
+            seen = await self.store.fingerprint()
+        except VaultError as exc:  # the next slot looks again
+            log.warning("knowledge rescan: cannot read the index's state: %s", type(exc).__name__)
+            return
+        if seen != self._seen:  # (the first look too: caches of an earlier scan here)
+            self.on_change()
+        self._seen = seen
 
     async def scan(self, *, embed: bool = True) -> ScanReport:
         """Bring the index up to date; then, with `embed`, embed the chunks that have no

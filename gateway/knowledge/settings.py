@@ -30,6 +30,8 @@ class KnowledgeSection(Section):
     chunk_tokens: int = Field(400, ge=50, le=8000)
     # "auto": semantic + lexical when the `semantic` extra is installed, lexical otherwise.
     retrieval: Literal["auto", "lexical"] = "auto"
+    # Threads per call of the local embedding model: "auto" uses two only while a core is idle.
+    embed_threads: Literal["auto", 1, 2] = "auto"
     types: dict[str, DocType] = Field(default_factory=dict)
     scopes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 

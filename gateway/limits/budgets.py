@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
+from gateway.core.budget import Hold
 from gateway.core.errors import OverBudget, VaultError
 from gateway.core.llm import LLMRequest, LLMResponse, Payer
 from gateway.core.metrics import Metrics
@@ -117,7 +118,7 @@ class Budgets:
 
     # --- the CallGuard port ----------------------------------------------------------------
 
-    async def admit(self, request: LLMRequest, model: str) -> _Hold:
+    async def admit(self, request: LLMRequest, model: str) -> Hold:
         cost = estimate(request, self.prices.of(model))
         payer = request.payer
         while True:

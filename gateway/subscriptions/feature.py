@@ -8,7 +8,9 @@ subscribe`, and the admin API's `POST`/`GET /context/subscriptions`, `DELETE
 what it uses of other features as plain callables: the knowledge feature's scope rules
 (`visible`) and rescan (`watch_documents`, the `document_changed` trigger), the suggestion
 finder, the embedder; the `memory_added` trigger comes from the memory store's listeners.
-What it built stays on the feature (`engine`, `webhooks`, `streams`, `ops`, `store`).
+With several replicas on PostgreSQL, the other replicas' events and subscription changes reach
+this one's streams and trigger cache through wake-up hints (`hints.py`, a background job).
+What it built stays on the feature (`engine`, `webhooks`, `streams`, `hints`, `ops`, `store`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gateway.subscriptions.api import SubscriptionOps
 from gateway.subscriptions.chat import SubscribeCommand
 from gateway.subscriptions.engine import Engine
 from gateway.subscriptions.guard import ItemGuard, Visible
+from gateway.subscriptions.hints import EventHints
 from gateway.subscriptions.matching import Matcher
 from gateway.subscriptions.schema import (
     SUB_ID,
@@ -43,7 +46,8 @@ from gateway.subscriptions.webhook import Webhooks
 from gateway.suggestions.finder import Finder
 from gateway.turns.turn import Turn
 from vault.audit import AuditLog
-from vault.subscriptions import SubscriptionStore
+from vault.subscriptions import EVENT_HINTS, SubscriptionStore
+from vault.webhook_claims import WebhookClaims
 
 DocumentsListener = Callable[[Sequence[str]], Awaitable[None]]
 
@@ -86,8 +90,15 @@ class SubscriptionsFeature:
             notify=self._notify,
         )
         audit = AuditLog(s.vault)
+        # Replicas share a PostgreSQL vault: each due event is leased to the one POSTing it.
+        shared = s.vault.dialect == "postgresql"
         self.webhooks = Webhooks(
             store=store,
+            claims=WebhookClaims(
+                store,
+                owner=s.replica_id or "this process" if shared else None,
+                lease_ms=int(settings.webhook_lease_s * 1000),
+            ),
             settings=settings,
             clock=s.clock,
             audit=audit,
@@ -97,6 +108,14 @@ class SubscriptionsFeature:
             store=store, engine=engine, streams=self.streams, clock=s.clock, audit=audit
         )
         c.background(self.webhooks.run)
+        listener = s.hints(EVENT_HINTS)
+        self.hints: EventHints | None = None
+        if listener is not None:
+            self.hints = EventHints(
+                listener, streams=self.streams, changed=engine.invalidate, clock=s.clock,
+                poll_s=settings.stream_poll_s,
+            )  # fmt: skip
+            c.background(self.hints.run)
         c.turn_hook(self._on_turn)
         s.memories.added.append(engine.memory_added)
         if self.watch_documents is not None:

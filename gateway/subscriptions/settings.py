@@ -17,5 +17,12 @@ class SubscriptionsSection(Section):
     webhook_backoff_max_s: float = Field(600.0, gt=0, le=86400)
     # Consecutive failed attempts (any events) after which a subscription is disabled.
     webhook_max_failures: int = Field(10, ge=1, le=1000)
+    # Replicas on PostgreSQL: a due event is POSTed by the replica that claimed it, holding it
+    # for this long (renewed every third of it while it runs); another replica sends it once
+    # the lease has run out (its holder died).
+    webhook_lease_s: float = Field(30.0, ge=3, le=600)
     # A comment line on an idle event stream this often, so a vanished client is noticed.
     stream_keepalive_s: float = Field(15.0, gt=0, le=300)
+    # Replicas on PostgreSQL: how often an open stream looks for another replica's events
+    # while the wake-up hints (LISTEN/NOTIFY) are down.
+    stream_poll_s: float = Field(1.0, gt=0, le=1)

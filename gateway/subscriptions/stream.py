@@ -3,7 +3,8 @@
 Both read the same rows by `seq`: a poll returns the page after its cursor, a stream first
 replays what came after `Last-Event-ID` (or only new events without one) and then waits for the
 engine's `notify`. A waiter registers before it reads, so an event stored between its read and
-its wait still wakes it. An idle stream yields a keep-alive every `keepalive_s`; when the
+its wait still wakes it. With several replicas, another replica's events wake it through
+`hints.py`. An idle stream yields a keep-alive every `keepalive_s`; when the
 client went away the write fails, the generator is closed and its waiter goes with it.
 """
 
@@ -33,6 +34,12 @@ class Streams:
     def notify(self, sub_id: str) -> None:
         for waiter in self._waiters.get(sub_id, ()):
             waiter.set()
+
+    def notify_all(self) -> None:
+        """Wake every open stream: what another replica stored may have been missed."""
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                waiter.set()
 
     def listeners(self, sub_id: str) -> int:
         return len(self._waiters.get(sub_id, ()))

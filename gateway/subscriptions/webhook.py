@@ -9,7 +9,12 @@ exponential backoff on the app's clock up to `max_attempts`; a subscription that
 `max_failures` attempts in a row is disabled, with the reason on the subscription and in the
 audit log. One subscription's failures delay nobody else: a due batch is sent concurrently.
 
-The job waits for whichever comes first: a new event (`wake`) or the next retry's time.
+The job waits for whichever comes first: a new event (`wake`) or the next retry's time. With
+replicas sharing a PostgreSQL vault, the due events are claimed (`vault/webhook_claims.py`):
+every replica runs this job, each event is POSTed by the one that claimed it, which renews its
+lease every third of `webhook_lease_s` while it runs. An event whose replica died is sent by
+another once the lease has run out — with the same idempotency key, since the first POST may
+have arrived before the crash.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from collections.abc import Callable
 
 import aiohttp
 
+from gateway.core.errors import VaultError
 from gateway.core.ports import Clock
 from gateway.subscriptions.settings import SubscriptionsSection
 from vault.audit import AuditLog, Outcome
 from vault.subscriptions import EventRow, SubscriptionRow, SubscriptionStore
+from vault.webhook_claims import WebhookClaims
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +55,14 @@ class Webhooks:
         self,
         *,
         store: SubscriptionStore,
+        claims: WebhookClaims,
         settings: SubscriptionsSection,
         clock: Clock,
         audit: AuditLog,
         on_disabled: Callable[[str], None] = lambda sub_id: None,
     ) -> None:
         self.store = store
+        self.claims = claims
         self.settings = settings
         self.clock = clock
         self.audit = audit
@@ -65,13 +74,24 @@ class Webhooks:
         self._wake.set()
 
     async def run(self) -> None:
-        """Deliver until cancelled."""
+        """Deliver until cancelled; with replicas, also keep this replica's leases."""
         timeout = aiohttp.ClientTimeout(total=self.settings.webhook_timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as http:
+        async with aiohttp.ClientSession(timeout=timeout) as http, asyncio.TaskGroup() as tg:
+            if self.claims.owner is not None:
+                tg.create_task(self._keep_leases(), name="webhook leases")
             while True:
                 self._wake.clear()
                 await self.deliver_due(http)
-                await self._wait(await self.store.next_due_ms())
+                await self._wait(await self.claims.next_due_ms())
+
+    async def _keep_leases(self) -> None:
+        """Every third of the lease: renew the hold on the events being POSTed here."""
+        while True:
+            await self.clock.sleep(self.claims.lease_ms / 3000)
+            try:
+                await self.claims.renew(self.clock.now_ms())
+            except VaultError as exc:  # the next round tries again; meanwhile leases may lapse
+                log.warning("renewing the webhook leases failed: %s", type(exc).__name__)
 
     async def _wait(self, when_ms: int | None) -> None:
         waits: list[asyncio.Future[object]] = [asyncio.ensure_future(self._wake.wait())]
@@ -84,7 +104,7 @@ class Webhooks:
                 waiting.cancel()
 
     async def deliver_due(self, http: aiohttp.ClientSession) -> None:
-        while due := await self.store.due(self.clock.now_ms(), BATCH):
+        while due := await self.claims.claim(self.clock.now_ms(), BATCH):
             await asyncio.gather(*(self._attempt(http, e, s) for e, s in due))
             if len(due) < BATCH:
                 return
@@ -105,8 +125,9 @@ class Webhooks:
                 ok, reason = 200 <= res.status < 300, f"HTTP {res.status}"
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             ok, reason = False, type(exc).__name__
+        holder = self.claims.owner
         if ok:
-            await self.store.delivered(event.seq, sub.id)
+            await self.store.delivered(event.seq, sub.id, holder=holder)
             self.delivered += 1
             return
         attempts = event.attempts + 1
@@ -124,6 +145,7 @@ class Webhooks:
             max_failures=self.settings.webhook_max_failures,
             reason=f"webhook failed {self.settings.webhook_max_failures} times in a row "
             f"(last: {reason})",
+            holder=holder,
         )
         log.info("webhook of %s failed (%s), attempt %d", sub.id, reason, attempts)
         if disabled:

@@ -2,10 +2,11 @@
 
 A channel awaits this before it confirms a delivery to its platform, so a message is either
 saved here or still the platform's to redeliver — never lost in between (`vault/intake.py`
-says why). A saved message's row goes when its turn ends; a turn cancelled by shutdown keeps
-its row, and `replay()` at the next start hands every such message to the router again, in
-arrival order, before any channel receives new ones. A replayed message that was recorded
-already is resumed, or found answered (the record step decides, see `steps.py`).
+says why). A saved message's row goes when its turn ends; a turn cancelled by shutdown, or
+deferred by the router (the vault went away mid-turn), keeps its row, and `replay()` at the
+next start hands every such message to the router again, in arrival order, before any channel
+receives new ones. A replayed message that was recorded already is resumed, or found answered
+(the record step decides, see `steps.py`).
 
 If the vault cannot take the batch (disk full, read-only), this raises `VaultError`: the
 channel must not confirm, so the platform redelivers later. It is logged once per outage.
@@ -26,7 +27,7 @@ from gateway.core.errors import VaultError
 from gateway.core.messages import Inbound, RejectedInbound
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
-from gateway.turns.router import Router
+from gateway.turns.router import Router, TurnEnd
 from vault.intake import IntakeStore
 
 log = logging.getLogger(__name__)
@@ -91,15 +92,26 @@ class Intake:
 
     def _submit(self, row_id: int, inbound: Inbound, *, replay: bool) -> asyncio.Future[None]:
         self.metrics.intake.inc("saved")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not self.router.accepting:  # stopping: the row stays for the next start
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
         task = self.router.submit(inbound, replay=replay)
         task.add_done_callback(lambda t: self._ended(row_id, t))
-        return task
+        task.add_done_callback(lambda t: mirror(done, t))
+        return done
 
-    def _ended(self, row_id: int, task: asyncio.Future[None]) -> None:
-        if task.cancelled():
-            return  # cut off by shutdown: resumed at the next start
+    def _ended(self, row_id: int, task: asyncio.Future[TurnEnd]) -> None:
+        if task.cancelled() or task.result() is TurnEnd.DEFERRED:
+            return  # cut off by shutdown (or the vault went away): run again at the next start
         self.store.finish_soon(row_id)
+
+
+def mirror(future: asyncio.Future[None], turn: asyncio.Future[TurnEnd]) -> None:
+    """What a channel's future says once its turn ended: done, or cancelled with it."""
+    if future.done():
+        return
+    if turn.cancelled():
+        future.cancel()
+    else:
+        future.set_result(None)

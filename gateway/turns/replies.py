@@ -97,6 +97,23 @@ class Replier:
             )
         return await self.delivery.deliver(out, history=history)
 
+    async def send_directly(self, turn: Turn, text: str) -> None:
+        """A notice straight to the channel, one attempt, with no outbox row and no history:
+        only for when the vault is away and the outbox cannot be written (`router.py`). The
+        channel's delivery errors are raised as they are."""
+        channel = self.channels.get(turn.inbound.chat.channel)
+        if channel is None:
+            return
+        inbound = turn.inbound
+        out = Outbound(
+            chat=inbound.chat,
+            text=text,
+            idempotency_key=f"{reply_key_prefix(inbound)}{OutboundKind.NOTICE.value}:direct",
+            reply_to=inbound.message_id or None,
+            kind=OutboundKind.NOTICE,
+        )
+        await channel.send(out)
+
     @contextlib.asynccontextmanager
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
         """Keep the typing indicator alive while the body runs, from `TYPING_DELAY_S` on;

@@ -12,14 +12,21 @@ ordering, concurrency, shutdown and errors:
   and returns a task the caller may await;
 - `drain()` stops intake, waits for in-flight turns under a deadline, then cancels the rest;
 - errors are handled once, here: logged, answered with a fixed apology (never `str(exc)`),
-  and the inbound message stays recorded because the record step committed it already.
+  and the inbound message stays recorded because the record step committed it already;
+- a turn that fails while the vault is away (`vault_problem()`: PostgreSQL lost, reconnecting)
+  cannot apologise through the outbox, a vault write: the same apology goes straight to the
+  channel (one attempt, once per message, logged) and the turn ends `DEFERRED`, so the intake
+  keeps the message unfinished and runs it again once the vault is back. The apology is not
+  an answer (no outbox row, not in the history): the turn run again answers normally, or,
+  if it had been answered before the vault went, finds that and stops (`resume.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from enum import StrEnum
 from types import TracebackType
 from typing import Self
 
@@ -29,7 +36,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
 from gateway.core.slots import TurnSlots
 from gateway.turns.locks import ChatLocks
-from gateway.turns.replies import Replier
+from gateway.turns.replies import Replier, reply_key_prefix
 from gateway.turns.turn import Step, Turn, build_chain
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,11 @@ NO_MODEL = (
 )
 
 
+class TurnEnd(StrEnum):
+    DONE = "done"  # handled: answered, refused, or failed with an apology
+    DEFERRED = "deferred"  # not handled (the vault went away, or stopping): run it again
+
+
 class Router:
     def __init__(
         self,
@@ -57,6 +69,7 @@ class Router:
         metrics: Metrics | None = None,
         locks: ChatLocks | None = None,
         slots: TurnSlots | None = None,
+        vault_problem: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._chain = build_chain(steps)
         self._metrics = metrics or Metrics()
@@ -64,7 +77,9 @@ class Router:
         self._clock = clock
         self._slots = slots or TurnSlots(max_concurrency)
         self._locks = locks or ChatLocks()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._vault_problem = vault_problem
+        self._apologised: set[str] = set()  # messages told directly while the vault was away
+        self._tasks: set[asyncio.Task[TurnEnd]] = set()
         self._accepting = True
         self._drain_timeout_s = drain_timeout_s
 
@@ -84,24 +99,24 @@ class Router:
     def accepting(self) -> bool:
         return self._accepting
 
-    def submit(self, inbound: Inbound, *, replay: bool = False) -> asyncio.Future[None]:
-        """Schedule a turn now; the returned task completes when it has been handled.
-        `replay`: the message was saved before a restart and may have been recorded."""
+    def submit(self, inbound: Inbound, *, replay: bool = False) -> asyncio.Future[TurnEnd]:
+        """Schedule a turn now; the returned task completes when it has been handled, or was
+        deferred. `replay`: the message was saved earlier and may have been recorded."""
         if not self._accepting:
             log.warning("shutting down: not accepting message %s", inbound.message_id)
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
+            done: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
+            done.set_result(TurnEnd.DEFERRED)
             return done
         task = asyncio.create_task(self.handle(inbound, replay), name=f"turn {inbound.chat.key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def handle(self, inbound: Inbound, replay: bool = False) -> None:
+    async def handle(self, inbound: Inbound, replay: bool = False) -> TurnEnd:
         self._metrics.inbound.inc(inbound.chat.channel)
         async with self._locks.hold(inbound.chat.key), self._slots.hold():
             turn = Turn(inbound=inbound, now_ms=self._clock.now_ms(), replay=replay)
-            await self._run_safely(turn)
+            return await self._run_safely(turn)
 
     async def drain(self) -> None:
         self._accepting = False
@@ -115,20 +130,47 @@ class Router:
             log.warning("cancelled %d turn(s) still running at the drain deadline", len(pending))
             await asyncio.wait(pending)
 
-    async def _run_safely(self, turn: Turn) -> None:
+    async def _run_safely(self, turn: Turn) -> TurnEnd:
+        key = reply_key_prefix(turn.inbound)
         try:
             await self._chain(turn)
-        except UserInputError as exc:
+        except Exception as exc:
+            if (away := self._vault_problem()) is None:
+                await self._failed(turn, exc)
+            else:
+                await self._apologise_directly(turn, key, away)
+                return TurnEnd.DEFERRED
+        self._apologised.discard(key)
+        return TurnEnd.DONE
+
+    async def _failed(self, turn: Turn, exc: Exception) -> None:
+        if isinstance(exc, UserInputError):
             await self._answer_error(turn, exc.user_message)
-        except ModelNotConfigured:
+        elif isinstance(exc, ModelNotConfigured):
             hint = self._replier.hint_for(turn.inbound.chat.channel)
             await self._answer_error(turn, NO_MODEL.format(help=hint("help")))
-        except ModelUnavailable as exc:
+        elif isinstance(exc, ModelUnavailable):
             log.warning("model unavailable for %s: %s", turn.inbound.chat.key, exc)
             await self._answer_error(turn, MODEL_DOWN)
-        except Exception:
-            log.exception("turn failed for %s", turn.inbound.chat.key)
+        else:
+            log.error("turn failed for %s", turn.inbound.chat.key, exc_info=exc)
             await self._answer_error(turn, APOLOGY)
+
+    async def _apologise_directly(self, turn: Turn, key: str, away: str) -> None:
+        chat = turn.inbound.chat.key
+        log.warning("turn for %s failed with the vault away (%s); the message runs again once "
+                    "it is back", chat, away)  # fmt: skip
+        if not turn.authorized or key in self._apologised:
+            return  # never to someone not admitted; at most once per message
+        if len(self._apologised) >= 10_000:  # the keys of messages another replica finished
+            self._apologised.clear()
+        self._apologised.add(key)
+        try:
+            await self._replier.send_directly(turn, APOLOGY)
+        except Exception:
+            log.exception("could not send the apology to %s directly", chat)
+        else:
+            log.info("apology sent to %s directly (not through the outbox)", chat)
 
     async def _answer_error(self, turn: Turn, text: str) -> None:
         if not turn.authorized:

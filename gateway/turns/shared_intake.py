@@ -15,7 +15,9 @@ gave them up while stopping — through the hints (`vault/pg/notify.py`) and a p
 A message runs as a fresh turn only when this process saved it while holding the chat (nobody
 else can have started it); anything else — taken over, saved by another replica, left by a
 stop — runs as a replay, so a message recorded already is resumed or found answered (the record
-step and `resume.py` decide) and answered once.
+step and `resume.py` decide) and answered once. A turn the router deferred because the vault
+went away mid-turn stays the chat's oldest pending message: the loop waits for the next poll or
+hint and runs it again, as a replay, once the vault answers.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from gateway.core.errors import VaultError
 from gateway.core.messages import Inbound, RejectedInbound
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
-from gateway.turns.intake import Intake
-from gateway.turns.router import Router
+from gateway.turns.intake import Intake, mirror
+from gateway.turns.router import Router, TurnEnd
 from vault.intake import IntakeStore, Pending
 from vault.intake_claims import OURS, Claim, IntakeClaims, Next
 
@@ -58,15 +60,6 @@ class _Run:
         self.gen = 0  # bumped by every claim that finds the chat ours while the loop runs
         self.waiting: dict[int, tuple[asyncio.Future[None], bool]] = {}
         self.task: asyncio.Task[None] | None = None
-
-
-def _mirror(future: asyncio.Future[None], turn: asyncio.Future[None]) -> None:
-    if future.done():
-        return
-    if turn.cancelled():
-        future.cancel()
-    else:
-        future.set_result(None)
 
 
 class SharedIntake(Intake):
@@ -210,8 +203,12 @@ class SharedIntake(Intake):
                 for row_id in step.rejected:
                     log.warning("intake: saved message %d cannot be read: rejected", row_id)
                 if step.state is Next.RUN and step.row is not None:
-                    if not await self._run_one(run, step.row):
+                    ended = await self._run_one(run, step.row)
+                    if ended is None:
                         return
+                    if ended is TurnEnd.DEFERRED:  # the vault went away: run it again after
+                        await run.wake.wait()  # the next poll or hint finds the vault back
+                        continue
                     finished = step.row.id
                 elif step.state is Next.BUSY:
                     await run.wake.wait()
@@ -232,20 +229,22 @@ class SharedIntake(Intake):
                 future.cancel()
             run.waiting.clear()
 
-    async def _run_one(self, run: _Run, row: Pending) -> bool:
-        """Run one message through the router; False when the stop cut it off."""
+    async def _run_one(self, run: _Run, row: Pending) -> TurnEnd | None:
+        """Run one message through the router; None when the stop cut it off. A deferred turn
+        (the vault went away) keeps the row pending; the channel's future is settled either
+        way (it was saved, which is all a channel waits for)."""
         future, fresh = run.waiting.pop(row.id, (None, False))
         if self._stopping():
             if future is not None:
                 run.waiting[row.id] = (future, fresh)
-            return False
+            return None
         if not fresh:
             self.metrics.intake.inc("replayed")
         turn = self.router.submit(row.inbound, replay=not fresh)
         if future is not None:
-            turn.add_done_callback(lambda t: _mirror(future, t))
+            turn.add_done_callback(lambda t: mirror(future, t))
         await asyncio.wait([turn])  # a cancelled loop leaves the turn to the router's drain
-        return not turn.cancelled()
+        return None if turn.cancelled() else turn.result()
 
     # --- finding chats nobody runs ---------------------------------------------------------
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import html
 import io
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,9 +19,13 @@ from gateway.app.cli import main
 from proactive import policy, simulate
 from proactive.settings import ProactiveSection
 from proactive.sim_cli import TerminalProgress, run_simulation
-from proactive.sim_report import Send, build_report
+from proactive.sim_facts import Facts, collect
+from proactive.sim_report import Send
+from proactive.sim_shards import deal
+from proactive.simulate import BUSY, SimConfig, user_stream
 from vault.db import Vault
 
+ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {
     "users", "days", "intents", "triggers", "quiet_hour_violations", "quota_violations",
     "spacing_violations", "duplicates", "non_terminal", "max_sends_per_user_local_day",
@@ -109,12 +116,14 @@ class Terminal(io.StringIO):
 
 async def test_progress_shows_on_a_terminal_only() -> None:
     section = ProactiveSection()
-    out, err = Terminal(), Terminal()
-    assert await run_simulation(section, users=3, days=1, seed=1, as_json=False,
-                                html_path=None, out=out, err=err) == 0  # fmt: skip
-    drawn = err.getvalue()
-    assert "simulating [" in drawn and "100%" in drawn and "simulated in" in drawn
-    assert "simulating" not in out.getvalue()
+    for workers in (1, 2):  # two: the shards' progress relayed from their processes
+        out, err = Terminal(), Terminal()
+        code = await run_simulation(section, users=3, days=1, seed=1, workers=workers,
+                                    as_json=False, html_path=None, out=out, err=err)  # fmt: skip
+        assert code == 0
+        drawn = err.getvalue()
+        assert "simulating [" in drawn and "100%" in drawn and "simulated in" in drawn
+        assert "simulating" not in out.getvalue()
     quiet: list[tuple[bool, io.StringIO]] = [(True, Terminal()), (False, io.StringIO())]
     for as_json, report_out in quiet:
         err = Terminal()
@@ -141,7 +150,8 @@ def test_the_independent_check_catches_a_bug_in_the_policys_time_helpers(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(policy, "_DAYS", {})  # the helper's day cache, kept apart from the bug
     monkeypatch.setattr(policy, "local", lambda ms, zone: datetime.fromtimestamp(ms / 1000, UTC))
-    code, out = run(capsys, "--users", "48", "--days", "3", "--seed", "3", "--json")
+    code, out = run(capsys, "--users", "48", "--days", "3", "--seed", "3", "--json",
+                    "--workers", "1")  # fmt: skip
     report = json.loads(out)
     assert report["quiet_hour_violations"] > 0
     assert sum(report["sends_per_local_hour"]["gated"][h] for h in (22, 23, 0, 1, 2, 3)) > 0
@@ -155,15 +165,15 @@ def test_a_send_injected_into_the_raw_log_is_counted(
     engine bug gets one through; the check still reads the raw log: a check-in sent again a
     minute later is a duplicate, a spacing violation and a 1-minute gap."""
     monkeypatch.chdir(tmp_path)
-    real = build_report
+    real = collect
 
-    async def injected(vault: Vault, *, sends: list[Send], **kw: Any) -> dict[str, Any]:
+    async def injected(vault: Vault, *, sends: list[Send], **kw: Any) -> Facts:
         first = next(s for s in sends if s.key.startswith("proactive:trigger:"))
         return await real(vault, sends=[*sends, Send(first.at_ms + 60_000, first.key)], **kw)
 
-    args = ("--users", "48", "--days", "3", "--seed", "3", "--json")
+    args = ("--users", "48", "--days", "3", "--seed", "3", "--json", "--workers", "1")
     clean = json.loads(run(capsys, *args)[1])
-    monkeypatch.setattr(simulate, "build_report", injected)
+    monkeypatch.setattr(simulate, "collect", injected)
     code, out = run(capsys, *args)
     report = json.loads(out)
     assert (clean["duplicates"], clean["spacing_violations"]) == (0, 0)
@@ -171,3 +181,43 @@ def test_a_send_injected_into_the_raw_log_is_counted(
     assert report["min_gap_minutes_per_user"]["min"] == 1
     assert report["max_gated_sends_per_user_hour"] == 2
     assert code == 1
+
+
+def test_the_report_is_the_same_whatever_the_number_of_worker_processes(
+    tmp_path: Path,
+) -> None:
+    """Each user draws from their own stream and the draws are keyed by the items' names, not
+    their ids: shards of the population in separate processes give the whole run's report."""
+    args = ("--users", "40", "--days", "3", "--seed", "7", "--json", "--workers")
+    reports = [iris_simulate(tmp_path, *args, workers) for workers in ("1", "2", "3")]
+    assert reports[0].returncode == 0, reports[0].stderr
+    assert [r.stdout for r in reports[1:]] == [reports[0].stdout] * 2
+    assert all(r.stderr == "" for r in reports)
+    report = json.loads(reports[0].stdout)
+    assert report["users"] == 40 and report["messages_sent"] > 0
+
+
+def test_the_users_are_dealt_to_shards_kind_by_kind() -> None:
+    """Every user in exactly one shard, and as many of the costly busy ones in each."""
+    shards = deal(SimConfig(users=500, seed=2), 3)
+    assert sorted(n for s in shards for n in s.users or ()) == list(range(500))
+    busy = [sum(user_stream(2, n).random() >= BUSY for n in s.users or ()) for s in shards]
+    assert max(busy) - min(busy) <= 1 and min(busy) > 10
+
+
+def test_a_quota_the_users_could_reach_runs_in_one_process(tmp_path: Path) -> None:
+    """The global quota couples the users: with one they could reach, two workers asked for
+    give one process (said on stderr) and the report of one."""
+    args = ("--users", "30", "--days", "2", "--seed", "5", "--json", "--global-daily", "5")
+    one = iris_simulate(tmp_path, *args, "--workers", "1")
+    two = iris_simulate(tmp_path, *args, "--workers", "2")
+    assert two.stdout == one.stdout and json.loads(one.stdout)["quota_violations"] == 0
+    assert "one process" in two.stderr and one.stderr == ""
+
+
+def iris_simulate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.app", "simulate", *args],
+        cwd=cwd, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip

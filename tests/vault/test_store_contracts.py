@@ -208,3 +208,24 @@ async def test_a_periodic_slot_is_won_once(make_vault: MakeVault) -> None:
         assert await b.claim("scan", 200, NOW)
         assert await b.claim("other", 100, NOW)
         assert (await a.runner("scan", 100), await a.runner("scan", 200)) == ("a", "b")
+
+
+async def test_a_memory_saved_by_another_replica_is_seen_within_the_ttl(
+    make_vault: MakeVault, backend: str
+) -> None:
+    from vault.memories import SHARED_NONE_TTL_S
+
+    now = [100.0]
+    async with make_vault() as vault:
+        await migrate(vault)
+        user, _ = await _chat(Conversations(vault))
+        here = Memories(vault, clock=lambda: now[0])  # this replica's store
+        there = Memories(vault)  # another replica's, on the same vault
+        assert not await here.has_any(user)
+        await there.remember(user, "the staging cluster is eu-west", NOW)
+        assert not await here.has_any(user)  # believed for a moment
+        now[0] += SHARED_NONE_TTL_S
+        shared = backend == "postgresql"
+        assert await here.has_any(user) is shared  # SQLite: this process is the only writer
+        found = await here.search(user, "staging cluster")
+        assert [m.text for m in found] == (["the staging cluster is eu-west"] if shared else [])

@@ -93,3 +93,11 @@ class ProactiveReport:
             "SELECT sent_at, engaged FROM proactive_log WHERE status = 'sent' ORDER BY sent_at"
         )
         return [(int(r[0]), bool(r[1])) for r in rows]
+
+    async def log_days(self) -> dict[int, int]:
+        """Proactive log rows per UTC day (days since the epoch) of their `sent_at`, whatever
+        their state: at least what the global quota counted on that day at any time."""
+        rows = await self.vault.fetchall(
+            "SELECT sent_at / 86400000, count(*) FROM proactive_log GROUP BY sent_at / 86400000"
+        )
+        return {int(r[0]): int(r[1]) for r in rows}

@@ -277,7 +277,8 @@ async def test_api_is_mounted_on_the_app_server_only_with_a_token(tmp_path: Any)
         base = f"http://127.0.0.1:{app.http.port}"
         async with session.get(f"{base}/healthz") as health:
             assert set(await health.json()) == {
-                "ok", "channels", "problems", "replica", "leaderships", "alarms",
+                "ok", "channels", "problems", "replica", "leaderships", "alarms", "hints",
+                "degraded",
             }  # fmt: skip
         async with session.get(f"{base}/stats") as denied:
             assert denied.status == 401

@@ -7,6 +7,7 @@ from gateway.analyzer.detect import (
     analyze,
     is_frustrated,
     judge_conversation,
+    read,
 )
 from gateway.analyzer.keywords import keywords, overlap, recent_stems
 from gateway.analyzer.lexicon import stem, weight
@@ -76,6 +77,19 @@ SOURDOUGH = [
         "Você não está entendendo, é para amanhã",
         "Ты опять не понял, я про другое",
         "Vergeet het maar, je begrijpt er niets van.",
+        # A count of repetitions, mixing things up, restarting: in several languages.
+        "Stop. You've explained the seam allowance three times.",
+        "Das hast du jetzt zum dritten Mal wiederholt.",
+        "Trzeci raz ta sama odpowiedź.",
+        "Nie czytasz tego, co piszę.",
+        "Zacznijmy od nowa, proszę.",
+        "Lass uns bitte neu anfangen.",
+        "Mais tu mélanges tout !",
+        "On recommence depuis le début.",
+        "Du verstehst mich einfach nicht.",
+        "I think you've mixed up two different models.",
+        "Could we clear this and start fresh?",
+        "I'm getting really tired of this.",
     ],
 )
 def test_frustration_phrases_are_found(text: str) -> None:
@@ -107,6 +121,9 @@ def test_frustration_phrases_are_found(text: str) -> None:
         # The same words about the work.
         "start over the migration from the last checkpoint",
         "Should I reset everything in the router config or only the DNS part?",
+        "Forget that fabric, I'll use the plain navy instead.",
+        "Have you tested it three times?",
+        "Ich fahre zum dritten Mal nach Rom.",
         # Quoted in every style, or reported without quotes.
         "My colleague wrote 'you are wrong about the index', is he right?",
         "The reviewer wrote ‘you are wrong about the index’. Is he right?",
@@ -339,13 +356,59 @@ def test_vectors_of_another_size_are_ignored() -> None:
 
 
 def test_cue_raises_the_semantic_threshold() -> None:
-    halfway = (0.8, 0.6, 0.0)  # cosine 0.8 to BREAD: above 0.83 - 0.3, below 0.83 + 0.3
+    params = Params(semantic_threshold=0.84, cue_bonus=0.03, lexical_weight=0.0)
+    recent = [BREAD, BREAD]
+    halfway = (0.8, 0.6, 0.0)  # cosine 0.8 to BREAD: below 0.84
     text = "How do I renew my passport?"
-    assert analyze(text, SOURDOUGH, vector=halfway, recent_vectors=[BREAD, BREAD]).topic_shift
-    close = (0.95, 0.31, 0.0)
-    assert not analyze(text, SOURDOUGH, vector=close, recent_vectors=[BREAD, BREAD]).topic_shift
+    assert analyze(text, SOURDOUGH, params, vector=halfway, recent_vectors=recent).topic_shift
+    close = (0.85, 0.527, 0.0)  # cosine 0.85: above 0.84, below 0.84 + 0.03
+    assert not analyze(text, SOURDOUGH, params, vector=close, recent_vectors=recent).topic_shift
     cue = "By the way, how do I renew my passport?"
-    assert analyze(cue, SOURDOUGH, vector=close, recent_vectors=[BREAD, BREAD]).topic_shift
+    assert analyze(cue, SOURDOUGH, params, vector=close, recent_vectors=recent).topic_shift
+    closer = (0.9, 0.436, 0.0)  # a cued follow-up still close to the subject
+    assert not analyze(cue, SOURDOUGH, params, vector=closer, recent_vectors=recent).topic_shift
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Oh, random question: how do I sharpen a knife?",
+        "Side question, nothing to do with this: how do I open a stuck jar?",
+        "Autre chose, rien à voir : comment faire des crêpes ?",
+        "Otra cosa que no tiene nada que ver: ¿cada cuánto cambio el aceite?",
+        "Una curiosità che non c'entra niente: come si fa il tiramisù?",
+        "Przy okazji, jak wyczyścić srebro?",
+        "Ganz andere Frage: was ist Dinkelmehl?",
+    ],
+)
+def test_cues_in_more_shapes_and_languages(text: str) -> None:
+    assert read(text).cue, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Should we reset the offsets, or start from earliest on the new topic?",
+        "Should I keep the dentist bit or open with something else?",
+        "We moved the build to a new topic branch, how do I rebase it?",
+    ],
+)
+def test_cue_words_deep_in_a_sentence_are_not_cues(text: str) -> None:
+    assert not read(text).cue, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "merci beaucoup, c'est très clair",
+        "You're right, the castle is too far. Let's drop it.",
+        "ok danke",
+        "D'accord, merci",
+        "Can we start over the migration from the last checkpoint?",
+    ],
+)
+def test_complaint_similarity_ignores_thanks_and_work_resets(text: str) -> None:
+    assert not analyze(text, SOURDOUGH, complaint=0.95).frustration, text
 
 
 def test_near_threshold_on_either_side() -> None:

@@ -152,6 +152,8 @@ def test_a_bad_inline_wait_for_delivery_is_one_line_naming_the_key(tmp_path: Pat
         ("leader_retry_s = 60", "vault.leader_retry_s"),
         ("inbound_lease_s = 1", "vault.inbound_lease_s"),
         ("inbound_poll_s = 5", "vault.inbound_poll_s"),
+        ("outbox_lease_s = 1", "vault.outbox_lease_s"),
+        ("outbox_lease_s = 'long'", "vault.outbox_lease_s"),
     ],
 )
 def test_bad_replica_settings_are_one_line_naming_the_key(

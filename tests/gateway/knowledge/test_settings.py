@@ -23,19 +23,21 @@ def test_defaults(tmp_path: Path) -> None:
     assert context.documents == () and context.rescan_seconds == 30
     assert context.knowledge_tokens == 4000 and context.refresh_cooldown_seconds == 30
     assert context.max_document_bytes == 1024 * 1024 and context.retrieval == "auto"
+    assert context.embed_threads == "auto"
 
 
 def test_bad_values_are_one_line_each_naming_the_key(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
         "[context]\ndocuments = ['']\nrescan_seconds = 0\nknowledge_tokens = -1\n"
-        "max_document_bytes = 0\nretrieval = 'magic'\n"
+        "max_document_bytes = 0\nretrieval = 'magic'\nembed_threads = 3\n"
         "[context.types]\n'adr/*.md' = 'spike'\n"
         "[context.scopes]\n'team/**' = ['slack:C1']\n'hr/**' = []\n",
     )
     keys = sorted(line.split(":")[0] for line in found)
     assert keys == [
         "context.documents",
+        "context.embed_threads",
         "context.knowledge_tokens",
         "context.max_document_bytes",
         "context.rescan_seconds",

