@@ -54,10 +54,11 @@ class UserMeters:
         return (self.tokens_day, self.usd_day, self.usd_month)
 
 
-class _Hold:
-    """One admitted call's reservations, settled once with what it really used."""
+class CallHold:
+    """One admitted call's reservations, settled once with what it really used. `hold`: its
+    reservation's id in the vault, when replicas share the budgets (`shared.py`)."""
 
-    __slots__ = ("_budgets", "_checks", "_global_day", "_model", "_purpose", "_user")
+    __slots__ = ("_budgets", "_checks", "_global_day", "_hold", "_model", "_purpose", "_user")
 
     def __init__(
         self,
@@ -67,8 +68,10 @@ class _Hold:
         model: str,
         user: tuple[int, str] | None,
         global_day: str,
+        hold: str | None = None,
     ) -> None:
         self._budgets = budgets
+        self._hold = hold
         self._checks = checks
         self._model = model
         self._purpose = request.purpose
@@ -82,7 +85,7 @@ class _Hold:
             cost = usage_cost(response, budgets.prices.of(self._model))
         for meter, reserved in self._checks:
             meter.settle(reserved, cost.tokens if meter.limit.in_tokens else cost.usd_micros)
-        budgets.spent(cost, self._purpose, self._model, self._user, self._global_day)
+        budgets.spent(cost, self._purpose, self._model, self._user, self._global_day, self._hold)
 
 
 class Budgets:
@@ -134,7 +137,7 @@ class Budgets:
                 for m, amount in checks:
                     m.reserve(amount)
                 day = (user.user_pk, user.usd_day.window) if user else None
-                return _Hold(self, checks, request, model, day, everyone.window)
+                return CallHold(self, checks, request, model, day, everyone.window)
             assert meter is not None
             if verdict is Verdict.REFUSE:
                 raise self._refused(meter, user)
@@ -173,7 +176,13 @@ class Budgets:
     # --- bookkeeping -------------------------------------------------------------------------
 
     def spent(
-        self, cost: Cost, purpose: str, model: str, user: tuple[int, str] | None, global_day: str
+        self,
+        cost: Cost,
+        purpose: str,
+        model: str,
+        user: tuple[int, str] | None,
+        global_day: str,
+        hold: str | None = None,
     ) -> None:
         self.spend_metric.inc(purpose, model, amount=cost.usd_micros / 1_000_000)
         if cost.tokens:

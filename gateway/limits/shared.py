@@ -30,50 +30,15 @@ from typing import Any
 
 from gateway.core.budget import Hold
 from gateway.core.errors import VaultError
-from gateway.core.llm import LLMRequest, LLMResponse, Payer
-from gateway.limits.budgets import Budgets, UserMeters
+from gateway.core.llm import LLMRequest, Payer
+from gateway.limits.budgets import Budgets, CallHold, UserMeters
 from gateway.limits.meters import Meter, Verdict, judge
-from gateway.limits.prices import Cost, estimate, usage_cost
+from gateway.limits.prices import Cost, estimate
 from vault.budget_holds import NewHold, SharedSpendStore, Tallies, Tally, Windows
 
 log = logging.getLogger(__name__)
 
 POLL_S = 1.0  # a waiting call looks again this often when no hint arrives
-
-
-class _SharedHold:
-    """One admitted call's hold in the vault, settled once with what it really used."""
-
-    __slots__ = ("_budgets", "_checks", "_global_day", "_hold", "_model", "_purpose", "_user")
-
-    def __init__(
-        self, budgets: SharedBudgets, hold: str, checks: list[tuple[Meter, int]],
-        request: LLMRequest, model: str, user: tuple[int, str] | None, global_day: str,
-    ) -> None:  # fmt: skip
-        self._budgets = budgets
-        self._hold = hold
-        self._checks = checks
-        self._model = model
-        self._purpose = request.purpose
-        self._user = user
-        self._global_day = global_day
-
-    def settle(self, response: LLMResponse | None) -> None:
-        budgets = self._budgets
-        cost = Cost(0, 0)
-        if response is not None:
-            cost = usage_cost(response, budgets.prices.of(self._model))
-        for meter, reserved in self._checks:  # until the next refresh from the vault
-            meter.settle(reserved, cost.tokens if meter.limit.in_tokens else cost.usd_micros)
-        budgets.spend_metric.inc(self._purpose, self._model, amount=cost.usd_micros / 1_000_000)
-        try:
-            budgets.shared.settle_soon(
-                self._hold, user=self._user, global_day=self._global_day,
-                tokens=cost.tokens, usd_micros=cost.usd_micros,
-            )  # fmt: skip
-        except VaultError:  # the hold then expires; the call's own outcome stands
-            log.exception("could not settle a budget hold")
-        budgets.wake()
 
 
 def _windows(user: UserMeters | None, everyone: Meter) -> Windows:
@@ -127,6 +92,28 @@ class SharedBudgets(Budgets):
         self.lease_ms = int(lease_s * 1000)
         self.poll_s = poll_s
 
+    def spent(
+        self,
+        cost: Cost,
+        purpose: str,
+        model: str,
+        user: tuple[int, str] | None,
+        global_day: str,
+        hold: str | None = None,
+    ) -> None:
+        """Settle the call's hold in the vault (write-behind) with what it really used; the
+        meters in memory were settled by the hold until the next refresh from the vault."""
+        self.spend_metric.inc(purpose, model, amount=cost.usd_micros / 1_000_000)
+        assert hold is not None  # every call admitted here holds a reservation
+        try:
+            self.shared.settle_soon(
+                hold, user=user, global_day=global_day,
+                tokens=cost.tokens, usd_micros=cost.usd_micros,
+            )  # fmt: skip
+        except VaultError:  # the hold then expires; the call's own outcome stands
+            log.exception("could not settle a budget hold")
+        self.wake()
+
     def wake(self) -> None:
         """Calls waiting for a hold to settle judge again (a settle here, or a hint)."""
         self._changed.set()
@@ -155,7 +142,7 @@ class SharedBudgets(Budgets):
                 for m, amount in checks:
                     m.reserve(amount)
                 day = (user.user_pk, user.usd_day.window) if user else None
-                return _SharedHold(self, hold.hold, checks, request, model, day, everyone.window)
+                return CallHold(self, checks, request, model, day, everyone.window, hold.hold)
             verdict, meter = judge(checks)
             assert meter is not None
             if verdict is Verdict.REFUSE:
