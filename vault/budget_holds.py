@@ -26,7 +26,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vault.spend import SpendStore, add_global_day, add_user_day
+from vault.spend import SpendStore, add_spend
 
 BUDGET_HINTS = "iris_budget"  # the NOTIFY channel: "a hold was settled, look again"
 BUDGET_LOCK = 0x69726973_62756467  # pg_advisory_xact_lock key: "iris" + "budg"
@@ -159,29 +159,10 @@ class SharedSpendStore(SpendStore):
             _lock(raw)
             raw.execute("DELETE FROM budget_holds WHERE hold = ?", (hold,))
             if tokens:
-                if user is not None:
-                    add_user_day(raw, user[0], user[1], tokens, usd_micros, 0)
-                add_global_day(raw, global_day, tokens, usd_micros, 0)
+                add_spend(raw, user, global_day, tokens, usd_micros, 0)
             _hint(raw)
 
         self.vault.run_soon(settle, "model spend")
 
-    def add_soon(
-        self, *, user: tuple[int, str] | None, global_day: str, tokens: int, usd_micros: int
-    ) -> None:
-        def add(raw: sqlite3.Connection) -> None:
-            _lock(raw)
-            if user is not None:
-                add_user_day(raw, user[0], user[1], tokens, usd_micros, 0)
-            add_global_day(raw, global_day, tokens, usd_micros, 0)
-
-        self.vault.run_soon(add, "model spend")
-
-    def refused_soon(self, *, user: tuple[int, str] | None, global_day: str) -> None:
-        def add(raw: sqlite3.Connection) -> None:
-            _lock(raw)
-            if user is not None:
-                add_user_day(raw, user[0], user[1], 0, 0, 1)
-            add_global_day(raw, global_day, 0, 0, 1)
-
-        self.vault.run_soon(add, "budget refusal")
+    def _prepare(self, raw: sqlite3.Connection) -> None:
+        _lock(raw)  # every writer of the spend tables takes the one lock first: no deadlocks

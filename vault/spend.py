@@ -55,7 +55,7 @@ def _spent(row: tuple[int, ...] | None) -> Spent:
     return Spent(int(row[1]), int(row[2]), int(row[3]), int(row[4]))
 
 
-def add_user_day(
+def _add_user_day(
     raw: sqlite3.Connection, user: int, day: str, tokens: int, usd: int, refusals: int
 ) -> None:
     raw.execute(
@@ -68,7 +68,9 @@ def add_user_day(
     )
 
 
-def add_global_day(raw: sqlite3.Connection, day: str, tokens: int, usd: int, refusals: int) -> None:
+def _add_global_day(
+    raw: sqlite3.Connection, day: str, tokens: int, usd: int, refusals: int
+) -> None:
     raw.execute(
         """INSERT INTO spend_global_days (day, calls, tokens, usd_micros, refusals)
            VALUES (?, ?, ?, ?, ?)
@@ -77,6 +79,20 @@ def add_global_day(raw: sqlite3.Connection, day: str, tokens: int, usd: int, ref
                refusals = refusals + excluded.refusals""",
         (day, 0 if refusals else 1, tokens, usd, refusals),
     )
+
+
+def add_spend(
+    raw: sqlite3.Connection,
+    user: tuple[int, str] | None,
+    global_day: str,
+    tokens: int,
+    usd: int,
+    refusals: int,
+) -> None:
+    """Add to the user's local day (`user`: pk and day), if any, and to everyone's."""
+    if user is not None:
+        _add_user_day(raw, user[0], user[1], tokens, usd, refusals)
+    _add_global_day(raw, global_day, tokens, usd, refusals)
 
 
 class SpendStore:
@@ -120,9 +136,8 @@ class SpendStore:
         """Add one settled call (write-behind): to the user's local day, and to everyone's."""
 
         def add(raw: sqlite3.Connection) -> None:
-            if user is not None:
-                add_user_day(raw, user[0], user[1], tokens, usd_micros, 0)
-            add_global_day(raw, global_day, tokens, usd_micros, 0)
+            self._prepare(raw)
+            add_spend(raw, user, global_day, tokens, usd_micros, 0)
 
         self.vault.run_soon(add, "model spend")
 
@@ -130,11 +145,13 @@ class SpendStore:
         """Count one refused call (write-behind), for `/admin budget`."""
 
         def add(raw: sqlite3.Connection) -> None:
-            if user is not None:
-                add_user_day(raw, user[0], user[1], 0, 0, 1)
-            add_global_day(raw, global_day, 0, 0, 1)
+            self._prepare(raw)
+            add_spend(raw, user, global_day, 0, 0, 1)
 
         self.vault.run_soon(add, "budget refusal")
+
+    def _prepare(self, raw: sqlite3.Connection) -> None:
+        """Run first in every transaction that writes the spend tables (nothing here)."""
 
     async def first_notice(self, user_pk: int, window: str, now_ms: int) -> bool:
         """True the first time a user is told about `window` (e.g. `user_usd_per_day:…`)."""

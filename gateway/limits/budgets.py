@@ -185,13 +185,23 @@ class Budgets:
         hold: str | None = None,
     ) -> None:
         self.spend_metric.inc(purpose, model, amount=cost.usd_micros / 1_000_000)
+        try:
+            self._record(cost, user, global_day, hold)
+        except VaultError:  # bookkeeping must never replace the call's own outcome
+            log.exception("could not record model spend")
+        self.wake()
+
+    def _record(
+        self, cost: Cost, user: tuple[int, str] | None, global_day: str, hold: str | None
+    ) -> None:
+        """Write the call's real usage to the vault (write-behind)."""
         if cost.tokens:
-            try:
-                self.store.add_soon(
-                    user=user, global_day=global_day, tokens=cost.tokens, usd_micros=cost.usd_micros
-                )
-            except VaultError:  # bookkeeping must never replace the call's own outcome
-                log.exception("could not record model spend")
+            self.store.add_soon(
+                user=user, global_day=global_day, tokens=cost.tokens, usd_micros=cost.usd_micros
+            )
+
+    def wake(self) -> None:
+        """Calls waiting for the budgets to change judge again."""
         self._changed.set()
         self._changed = asyncio.Event()
 

@@ -29,7 +29,6 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.core.budget import Hold
-from gateway.core.errors import VaultError
 from gateway.core.llm import LLMRequest, Payer
 from gateway.limits.budgets import Budgets, CallHold, UserMeters
 from gateway.limits.meters import Meter, Verdict, judge
@@ -92,32 +91,16 @@ class SharedBudgets(Budgets):
         self.lease_ms = int(lease_s * 1000)
         self.poll_s = poll_s
 
-    def spent(
-        self,
-        cost: Cost,
-        purpose: str,
-        model: str,
-        user: tuple[int, str] | None,
-        global_day: str,
-        hold: str | None = None,
+    def _record(
+        self, cost: Cost, user: tuple[int, str] | None, global_day: str, hold: str | None
     ) -> None:
-        """Settle the call's hold in the vault (write-behind) with what it really used; the
-        meters in memory were settled by the hold until the next refresh from the vault."""
-        self.spend_metric.inc(purpose, model, amount=cost.usd_micros / 1_000_000)
+        """Settle the call's hold in the vault (write-behind) with what it really used (if
+        this fails the hold expires); the meters in memory were settled by the hold until the
+        next refresh from the vault."""
         assert hold is not None  # every call admitted here holds a reservation
-        try:
-            self.shared.settle_soon(
-                hold, user=user, global_day=global_day,
-                tokens=cost.tokens, usd_micros=cost.usd_micros,
-            )  # fmt: skip
-        except VaultError:  # the hold then expires; the call's own outcome stands
-            log.exception("could not settle a budget hold")
-        self.wake()
-
-    def wake(self) -> None:
-        """Calls waiting for a hold to settle judge again (a settle here, or a hint)."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self.shared.settle_soon(
+            hold, user=user, global_day=global_day, tokens=cost.tokens, usd_micros=cost.usd_micros
+        )
 
     def hint(self, payload: str) -> None:
         """A wake-up hint from another replica (`vault/pg/notify.py`)."""

@@ -17,3 +17,11 @@ async def run_clock_until(clock: ManualClock, done: Callable[[], bool]) -> None:
         wake = clock.next_wakeup_ms()
         if wake is not None:
             clock.set(wake)
+
+
+async def until(done: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Let the loop (and round trips to a real server) run until `done()`, bounded. For
+    progress with nothing to await: sleepers on a manual clock, a hint arriving over a socket."""
+    async with asyncio.timeout(timeout_s):
+        while not done():  # noqa: ASYNC110  (nothing to await: see the docstring)
+            await asyncio.sleep(0)

@@ -161,3 +161,19 @@ def test_bad_replica_settings_are_one_line_naming_the_key(
 ) -> None:
     found = problems(write(tmp_path, f"[vault]\n{line}\n"))
     assert len(found) == 1 and found[0].startswith(f"{key}: ")
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("webhook_lease_s = 1", "subscriptions.webhook_lease_s"),
+        ("webhook_lease_s = 'long'", "subscriptions.webhook_lease_s"),
+        ("stream_poll_s = 5", "subscriptions.stream_poll_s"),
+        ("stream_poll_s = 0", "subscriptions.stream_poll_s"),
+    ],
+)
+def test_bad_replica_subscription_settings_are_one_line_naming_the_key(
+    tmp_path: Path, line: str, key: str
+) -> None:
+    found = problems(write(tmp_path, f"[subscriptions]\n{line}\n"))
+    assert len(found) == 1 and found[0].startswith(f"{key}: ")

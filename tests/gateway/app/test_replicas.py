@@ -6,7 +6,6 @@ counters of the replicas that beat in the last minute."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -21,7 +20,7 @@ from gateway.core.messages import ChatRef, Outbound
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel
 from tests.fakes.bot_api_server import BotAPIServer
-from tests.fakes.clock import run_clock_until
+from tests.fakes.clock import run_clock_until, until
 from tests.prom import parse, value
 from vault.replicas import Beat
 
@@ -35,12 +34,6 @@ def replica_config(tmp_path: Path, pg_url: str, name: str) -> Config:
         vault={"path": str(tmp_path / f"{name}.db"), "url": pg_url, "replica_id": name},
         proactive={"enabled": False},
     )
-
-
-async def until(done: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not done():  # noqa: ASYNC110  (sleepers on a manual clock: no event to await)
-            await asyncio.sleep(0)
 
 
 async def tried_to_lead(pg_url: str, replica: str) -> bool:

@@ -7,7 +7,7 @@ stream still gets the other replica's events when its hints are down (the poll),
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import psycopg
 from gateway.core.messages import Inbound
 from gateway.subscriptions.hints import EventHints
 from tests.fakes import inbound
-from tests.fakes.clock import run_clock_until
+from tests.fakes.clock import run_clock_until, until
 from tests.gateway.subscriptions.helpers import AUTH, Served, read_sse, served
 from tests.gateway.subscriptions.test_api import ASK, poll_body, user_with_memory
 from tests.prom import parse, value
@@ -51,12 +51,6 @@ async def hearing(*apps: Served) -> AsyncIterator[None]:
         yield
         for job in jobs:
             job.cancel()
-
-
-async def until(done: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not done():  # noqa: ASYNC110  (a hint arriving over a socket: nothing to await)
-            await asyncio.sleep(0)
 
 
 def a_message(text: str) -> Inbound:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import psycopg
 
 from gateway.core.clock import ManualClock
 from gateway.core.replica import Replica
+from tests.fakes.clock import until
 from vault.pg.leader import PgLeadership
 
 RETRY_S = 5.0
@@ -46,13 +47,6 @@ async def running(*contenders: Contender) -> AsyncIterator[None]:
         finally:
             for task in tasks:
                 task.cancel()
-
-
-async def until(done: Callable[[], bool]) -> None:
-    """Let the loop (and the database round trips) run until `done()`; bounded."""
-    async with asyncio.timeout(10):
-        while not done():  # noqa: ASYNC110  (sleepers on a manual clock: no event to await)
-            await asyncio.sleep(0)
 
 
 async def holders(url: str) -> list[int]:
