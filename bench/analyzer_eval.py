@@ -8,8 +8,9 @@
     python -m bench.analyzer_eval FILE.jsonl ...      # any labelled set (e.g. the blind set)
 
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
-`analyzer_blind/cases.jsonl` and `analyzer_blind2/cases.jsonl` (the blind sets are development
-data since their one scoring). The threshold-selection rule is `analyzer_select.py`'s: best
+`analyzer_blind/cases.jsonl`, `analyzer_blind2/cases.jsonl` and `analyzer_blind3/cases.jsonl`
+(the blind sets are development data since their one scoring). The threshold-selection rule
+is `analyzer_select.py`'s: best
 topic-shift F1 with at most 3% false tips on the development set, per mode (semantic: the
 threshold and the cue bonus jointly); frustration similarity: best F1 with precision at least
 0.97. `--loso` applies it to every set but one and scores the one left out, for each in turn.
@@ -59,6 +60,7 @@ DEV = [
     DATA / "analyzer_holdout2.jsonl",
     DATA / "analyzer_blind/cases.jsonl",  # scored once, then retired to development data
     DATA / "analyzer_blind2/cases.jsonl",  # the same
+    DATA / "analyzer_blind3/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
@@ -66,7 +68,11 @@ Vec = tuple[float, ...]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    """The cases of a JSONL file; "no tip" is written `"none"` or `null` (blind set 4)."""
+    cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    for case in cases:
+        case["expect"] = case["expect"] or "none"
+    return cases
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:

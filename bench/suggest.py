@@ -1,7 +1,7 @@
 """Inline suggestions: quality on the labelled set, and the latency a turn gains.
 
-    python -m bench.suggest quality [--set labelled|labelled2|dev] [--semantic]
-    python -m bench.suggest latency [--items 10000] [--turns 300] [--semantic]
+    python -m bench.suggest quality [--set labelled|labelled2|labelled3|dev] [--semantic]
+    python -m bench.suggest latency [--items 10000] [--turns 300] [--semantic] [--in-turn]
 
 quality: every case of `tests/data/suggestions/cases.jsonl` (written and committed before the
 ranking was tuned; tuning used `tests/gateway/suggestions/dev_cases.jsonl` only; the second
@@ -15,6 +15,10 @@ with something relevant), the share of nothing-relevant cases that show anything
 latency: N items (half documents of ~150 words, half memories of one user) in one vault; the
 time of `Finder.find` per turn for generated messages, p50/p99 (lexical; with `--semantic`, the
 local model embeds the messages and the memories, the documents' chunks get random vectors).
+`--in-turn` first runs, untimed, what a live turn runs before the finder: the context step's
+knowledge search for the same message and earlier message (`Retriever.search`, hybrid), which
+embeds the message into the embedder's cache the finder shares; the figure is then what the
+finder adds to a turn that has documents. Without it, the finder embeds the message itself.
 """
 
 from __future__ import annotations
@@ -58,7 +62,11 @@ from vault.suggestions import SuggestionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELLED = ROOT / "tests/data/suggestions"
-LABELLED_SETS = {"labelled": LABELLED, "labelled2": ROOT / "tests/data/suggestions2"}
+LABELLED_SETS = {
+    "labelled": LABELLED,
+    "labelled2": ROOT / "tests/data/suggestions2",
+    "labelled3": ROOT / "tests/data/suggestions3",
+}
 DEV = ROOT / "tests/gateway/suggestions/dev_cases.jsonl"
 CORPUS = ROOT / "tests/data/knowledge/corpus"
 DAY_MS = 86_400_000
@@ -303,12 +311,15 @@ async def latency(args: argparse.Namespace, work: Path) -> None:
         times: list[float] = []
         found: list[list[Candidate]] = []
         for text in messages:
+            if args.in_turn:  # the context step before the reply: it embeds the message
+                await world.finder.retriever.search(text, set(), 5, earlier=messages[:1])
             started = time.perf_counter()
             found.append(await world.finder.find(scope, text, recent=messages[:1],
                                                  limit=settings.max_per_turn,
                                                  min_relevance=settings.min_relevance))  # fmt: skip
             times.append((time.perf_counter() - started) * 1000)
         mode = "semantic+lexical" if embedder else "lexical"
+        mode += ", in a turn (the context step embedded the message)" if args.in_turn else ""
         nonempty = sum(1 for f in found if f)
         p50, p99 = percentile(times, 50), percentile(times, 99)
         print(f"{args.items} items ({half} documents, {args.items - half} memories), {mode}: "
@@ -321,13 +332,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
     q = sub.add_parser("quality")
-    q.add_argument("--set", choices=("labelled", "labelled2", "dev"), default="dev")
+    q.add_argument("--set", choices=(*LABELLED_SETS, "dev"), default="dev")
     q.add_argument("--semantic", action="store_true")
     q.add_argument("--verbose", action="store_true")
     lat = sub.add_parser("latency")
     lat.add_argument("--items", type=int, default=10_000)
     lat.add_argument("--turns", type=int, default=300)
     lat.add_argument("--semantic", action="store_true")
+    lat.add_argument("--in-turn", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.what == "quality":

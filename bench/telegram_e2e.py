@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import InstantModel, peak_rss_mib, percentile, profile_summary, reference_ms
 from channels.telegram import TelegramChannel
+from gateway.analyzer.feature import AnalyzerFeature
 from gateway.app.app import App
 from gateway.app.config import Config, Secrets, Settings
 from gateway.core.messages import ChatRef
@@ -238,6 +239,9 @@ async def serve_iris(
             _APPS.append(app)
             serving = asyncio.create_task(app.serve(stop))
             await asyncio.wait_for(channel.started.wait(), 30)
+            side = app.feature(AnalyzerFeature).semantic
+            if side is not None:  # the start-up job embeds the generic phrasings: waited for
+                await side.warm()
             ready.set()
             await serving
 

@@ -39,6 +39,7 @@ Entry = tuple[SyncBody[Any], "asyncio.Future[Any]"]
 Hop = Callable[[SyncBody[list[Outcome]]], Awaitable[list[Outcome]]]
 
 MAX_BATCH = 128
+LAZY_S = 0.05  # the longest write-behind work waits for a batch to join
 
 
 async def on_connection_thread(conn: aiosqlite.Connection, fn: SyncBody[T]) -> T:
@@ -141,26 +142,47 @@ class Batcher:
         self._max_batch = max_batch
         self._waiting: list[Entry] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # when lazy entries stop waiting
 
     async def submit(self, body: SyncBody[T]) -> T:
         # Cancelling the caller cancels the future: a body still waiting is then skipped.
         return cast(T, await self.queue(body))
 
-    def queue(self, body: SyncBody[T]) -> asyncio.Future[T]:
-        """Queue `body`; the future settles when its batch is done."""
+    def queue(self, body: SyncBody[T], *, lazy: bool = False) -> asyncio.Future[T]:
+        """Queue `body`; the future settles when its batch is done.
+
+        `lazy` (write-behind work nobody waits for): the body starts no hop of its own; it
+        joins the next batch something else starts, in order, or runs `LAZY_S` later at the
+        latest (and at once on `idle()`).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting.append((body, future))
-        if self._flusher is None:
-            flusher = loop.create_task(self._flush(), name=f"vault-{self._what}s")
-            flusher.add_done_callback(self._flusher_done)
-            self._flusher = flusher
+        if lazy:
+            if self._flusher is None and self._timer is None:
+                self._timer = loop.call_later(LAZY_S, self._start)
+        elif self._flusher is None:
+            self._start()
         return future
 
+    def _start(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flusher is None:
+            flusher = asyncio.get_running_loop().create_task(
+                self._flush(), name=f"vault-{self._what}s"
+            )
+            flusher.add_done_callback(self._flusher_done)
+            self._flusher = flusher
+
     async def idle(self) -> None:
-        """Wait until everything submitted so far has run."""
-        while (flusher := self._flusher) is not None:
-            await asyncio.wait([flusher])
+        """Wait until everything submitted so far has run (write-behind work included)."""
+        while self._waiting or self._flusher is not None:
+            if self._flusher is None:
+                self._start()
+            assert self._flusher is not None
+            await asyncio.wait([self._flusher])
 
     async def _flush(self) -> None:
         try:
@@ -176,6 +198,9 @@ class Batcher:
         # A flusher cancelled before its first step never ran its `finally`.
         if self._flusher is flusher:
             self._flusher = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             waiting, self._waiting = self._waiting, []
             _fail(waiting, f"vault {self._what} interrupted before it ran")
 

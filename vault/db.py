@@ -254,13 +254,14 @@ class Vault:
     def run_soon(self, body: SyncBody[Any], what: str) -> None:
         """Queue `body` like `run`, without waiting for it (write-behind).
 
-        For bookkeeping a turn need not wait for: it commits with the next batch, before any
-        write submitted after it (batches run in submission order), and before `close()`
-        returns. A failure is logged with `what`; nobody else learns of it.
+        For bookkeeping a turn need not wait for: it starts no thread hop (no transaction) of
+        its own but commits with the next batch, at most `LAZY_S` (50 ms) later, before any
+        write submitted after it (batches run in submission order), and before `idle()` or
+        `close()` returns. A failure is logged with `what`; nobody else learns of it.
         """
         if _IN_TRANSACTION.get():
             raise VaultError("nested vault transaction in the same task")
-        self._writes.queue(body).add_done_callback(lambda done: _log_failure(done, what))
+        self._writes.queue(body, lazy=True).add_done_callback(lambda done: _log_failure(done, what))
 
     async def write(self, sql: str, params: Params = ()) -> list[Row]:
         """One statement as its own atomic write. Returns its rows (use `RETURNING`)."""
@@ -296,6 +297,10 @@ class Vault:
     def problem(self) -> str | None:
         """Why the vault cannot be used now, else None (a local file: never down)."""
         return None
+
+    def connections(self) -> int:
+        """Connections made so far: one file, opened once."""
+        return 1
 
     async def checkpoint(self) -> None:
         """A PASSIVE WAL checkpoint on its own connection and thread: it copies what it can

@@ -29,7 +29,15 @@ from typing import Any
 import anthropic
 
 from gateway.core.errors import ModelKeyRejected, ModelRejected, ModelUnavailable
-from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse, Part, TextPart, ToolCall
+from gateway.core.llm import (
+    LLMMessage,
+    LLMRequest,
+    LLMResponse,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +98,72 @@ def encode_body(params: dict[str, Any]) -> bytes:
     every call gives its own timeout).
     """
     return json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class BodyEncoder:
+    """`encode_body(build_params(request, model))`, byte for byte, without re-encoding what
+    repeats from call to call: the tool schemas (the registry hands out the same tuple for the
+    same set), the stable system block and the history messages (the context pipeline reuses
+    their immutable objects). Entries are keyed by identity and keep their object, so an id is
+    never mistaken for a later object's; the message cache is cleared once it holds more than
+    `limit_chars` of JSON.
+    """
+
+    def __init__(self, limit_chars: int = 2_000_000) -> None:
+        self.limit_chars = limit_chars
+        self._tools: dict[int, tuple[tuple[ToolSpec, ...], str]] = {}
+        self._messages: dict[int, tuple[LLMMessage, str]] = {}
+        self._chars = 0
+        self._stable: tuple[str, str] = ("", "")
+
+    def encode(self, request: LLMRequest, default_model: str) -> bytes:
+        stable = self._stable
+        if stable[0] != request.system_stable or not stable[1]:
+            block = {"type": "text", "text": request.system_stable, "cache_control": _CACHE}
+            stable = self._stable = (request.system_stable, _json(block))
+        system = stable[1]
+        if request.system_dynamic:
+            system += "," + _json({"type": "text", "text": request.system_dynamic})
+        model = _json(request.model or default_model)
+        messages = ",".join(self._message(m) for m in request.messages)
+        body = (
+            f'{{"model":{model},"max_tokens":{request.max_tokens:d},"system":[{system}],'
+            f'"messages":[{messages}]'
+        )
+        if request.tools:
+            body += f',"tools":{self._tool_list(request.tools)}'
+            if request.tool_choice:
+                body += f',"tool_choice":{_json({"type": "tool", "name": request.tool_choice})}'
+        return (body + "}").encode()
+
+    def _message(self, message: LLMMessage) -> str:
+        found = self._messages.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        text = _json(_message_to_wire(message))
+        if self._chars > self.limit_chars:
+            self._messages.clear()
+            self._chars = 0
+        self._messages[id(message)] = (message, text)
+        self._chars += len(text)
+        return text
+
+    def _tool_list(self, tools: tuple[ToolSpec, ...]) -> str:
+        found = self._tools.get(id(tools))
+        if found is not None and found[0] is tools:
+            return found[1]
+        if len(self._tools) >= 64:
+            self._tools.clear()
+        wire = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in tools]  # fmt: skip
+        wire[-1]["cache_control"] = _CACHE
+        text = _json(wire)
+        self._tools[id(tools)] = (tools, text)
+        return text
 
 
 def parse_response(message: Any) -> LLMResponse:
@@ -194,6 +268,7 @@ class AnthropicLLM:
         if http_client is not None:
             kwargs["http_client"] = http_client
         self._client = anthropic.AsyncAnthropic(**kwargs)
+        self._encoder = BodyEncoder()
 
     async def __aenter__(self) -> AnthropicLLM:
         return self
@@ -205,7 +280,7 @@ class AnthropicLLM:
         await self._client.close()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        body = encode_body(build_params(request, self.model))
+        body = self._encoder.encode(request, self.model)
         deadline_s = self.deadline_s if request.deadline_s is None else request.deadline_s
         ends = time.monotonic() + deadline_s
         attempt = 0

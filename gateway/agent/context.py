@@ -137,10 +137,14 @@ class ContextTrace:
     budget: int
     entries: list[TraceEntry] = field(default_factory=list)
     total_tokens: int = 0
-    kept: list[str] = field(default_factory=list)  # "source: reason" of the items kept
     # Every item kept (history messages too) and every item dropped, in request order.
     items: list[TraceItem] = field(default_factory=list)
     dropped: list[tuple[TraceItem, str]] = field(default_factory=list)  # (item, why)
+
+    @property
+    def kept(self) -> list[str]:
+        """Each kept item as `source: reason` (read from `items`: neither built nor saved)."""
+        return [f"{i.source}: {i.reason}" if i.reason else i.source for i in self.items]
 
     def render(self) -> str:
         lines = [f"Context trace ({self.total_tokens}/{self.budget} tokens):"]
@@ -173,6 +177,8 @@ class ContextPipeline:
         self._priority: dict[str, int] = {}
         self._messages: dict[tuple[str, str], LLMMessage] = {}
         self._memo_chars = 0
+        self._hashes: dict[str, str] = {}  # content -> content_hash, for history items
+        self._hash_chars = 0
         for provider in providers or []:
             self.register(provider)
 
@@ -339,6 +345,20 @@ class ContextPipeline:
             self._memo_chars += len(key[1]) + MESSAGE_MEMO_ENTRY_CHARS
         return message
 
+    def _hashed(self, item: ContextItem) -> ContextItem:
+        """`item` with its content hash, remembered: history items come back every turn (new
+        objects with the same text), and hashing them all again was most of the trace's cost."""
+        if not item.content_hash:
+            found = self._hashes.get(item.content)
+            if found is None:
+                if self._hash_chars > MESSAGE_MEMO_CHARS:
+                    self._hashes.clear()
+                    self._hash_chars = 0
+                found = self._hashes[item.content] = content_hash(item.content)
+                self._hash_chars += len(item.content) + MESSAGE_MEMO_ENTRY_CHARS
+            item.content_hash = found
+        return item
+
     def _finalize(self, items: list[ContextItem], trace: ContextTrace) -> Assembled:
         stable: list[str] = []
         dynamic: list[str] = []
@@ -360,8 +380,7 @@ class ContextPipeline:
             elif runs or role == "user":  # never start with the assistant
                 runs.append((role, [item.content]))
         messages = tuple(self._message(role, texts) for role, texts in runs)
-        trace.kept = [f"{i.source}: {i.reason}" if i.reason else i.source for i in items]
-        trace.items = [_trace_item(i) for i in items]
+        trace.items = [_trace_item(self._hashed(i)) for i in items]
         trace.entries.append(
             TraceEntry(
                 "finalize", "request", 0, 0, trace.total_tokens, 0.0, f"{len(messages)} messages"

@@ -30,7 +30,6 @@ def to_json(trace: ContextTrace) -> str:
             "budget": trace.budget,
             "total": trace.total_tokens,
             "entries": trace.entries,
-            "kept": trace.kept,
             "items": trace.items,
             "dropped": trace.dropped,
         },
@@ -51,7 +50,6 @@ def from_json(chat_key: str, at_ms: int, payload: str) -> ContextTrace | None:
             budget=int(data["budget"]),
             entries=[TraceEntry(*e) for e in data["entries"]],
             total_tokens=int(data["total"]),
-            kept=[str(k) for k in data["kept"]],
             items=[TraceItem(*i) for i in data["items"]],
             dropped=[(TraceItem(*i), str(why)) for i, why in data["dropped"]],
         )

@@ -5,8 +5,9 @@ caller can give:
 
 - Semantic (the message's vector and the recent messages' vectors are known): the topic score
   is the message's similarity to the recent user messages (`semantic.topic_similarity`) plus
-  a small share of its keyword overlap (`lexical_weight`); below `semantic_threshold` it is a
-  candidate shift.
+  a small share of its keyword overlap (`lexical_weight`), minus a share of how much more
+  alike the recent messages are among themselves than usual (`cohesion_weight`); below
+  `semantic_threshold` it is a candidate shift.
 - Lexical (no vectors: the extra is missing or the model failed): the share of the message's
   keywords the session used recently (`keywords.overlap`); below `Params.threshold`.
 
@@ -41,7 +42,7 @@ from typing import Literal
 from gateway.analyzer.frustration import acknowledges, complains, resets_work
 from gateway.analyzer.keywords import keywords, overlap, recent_stems
 from gateway.analyzer.quoting import strip_quoted
-from gateway.analyzer.semantic import topic_similarity
+from gateway.analyzer.semantic import cohesion, topic_similarity
 from gateway.analyzer.structure import asks, has_cue, points_back
 
 Suggestion = Literal["clear", "compact"]
@@ -67,13 +68,18 @@ class Params:
     semantic_threshold: float = 0.84
     # Semantic mode: the keyword overlap, times this, is added to the similarity.
     lexical_weight: float = 0.03
+    # Semantic mode: the recent messages' mutual similarity (`semantic.cohesion`) above
+    # `cohesion_centre`, times this, is taken off the similarity: in a session whose messages
+    # are all alike (one language, one style) a new subject still scores high.
+    cohesion_weight: float = 0.25
+    cohesion_centre: float = 0.85
     # An explicit cue ("by the way") raises the semantic threshold by this much (the cued
     # follow-ups that are no shift score well above the cued shifts) ...
-    cue_bonus: float = 0.03
+    cue_bonus: float = 0.04
     # ... and the lexical one by this much.
     lexical_cue_bonus: float = 0.3
     # Semantic mode: cosine to a generic complaint from which a message counts as frustrated.
-    complaint_threshold: float = 0.87
+    complaint_threshold: float = 0.88
     # How close to the threshold, on either side, the confirmation model is asked.
     confirm_band: float = 0.05
 
@@ -191,7 +197,9 @@ def analyze(
     stems = recent_stems(recent)
     if similarity is not None:
         shared = overlap(words, stems) if words and stems else 0.0
-        score = similarity + params.lexical_weight * shared
+        alike = cohesion(recent_vectors)
+        baseline = 0.0 if alike is None else alike - params.cohesion_centre
+        score = similarity + params.lexical_weight * shared - params.cohesion_weight * baseline
         mode, threshold = Mode.SEMANTIC, params.semantic_threshold
     else:
         if len(recent) < MIN_RECENT_MESSAGES or len(stems) < params.min_keywords or not words:

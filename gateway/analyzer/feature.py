@@ -58,6 +58,7 @@ class AnalyzerFeature:
         self.embedder = embedder if settings.semantic else None
         self.share = EmbedShare(settings.embed_share, now=now)
         self.watcher: ContextWatch | None = None
+        self.semantic: SemanticSide | None = None
 
     def contribute(self, c: Contributions) -> None:
         if not self.settings.enabled:
@@ -69,14 +70,17 @@ class AnalyzerFeature:
             "(judged by the rules alone: the [analyzer] embed_share was spent).",
             ("outcome",),
         )
+        self.semantic = SemanticSide(self.embedder, self.share)
         self.watcher = ContextWatch(
             store=AnalyzerStore(s.vault),
             conversations=s.conversations,
             settings=self.settings,
             call=s.call_model if s.model_configured else None,
-            semantic=SemanticSide(self.embedder, self.share),
+            semantic=self.semantic,
             on_embedding=embeddings.inc,
         )
+        if self.embedder is not None:
+            c.background(self.semantic.warm)  # the generic phrasings, before messages need them
         c.turn_hook(self.watcher.observe)
         c.step(self._tip_step(self.watcher, s.hint_for))
 

@@ -8,14 +8,17 @@ Portuguese, Dutch, Russian and Japanese. Besides fixed phrases, a few shapes: a 
 I wrote", "lies genau", "you ignored …", "you misunderstood"), a repeated mistake ("you got
 … wrong again", "that's the third time you …", "why are you …ing … again", a count of
 repetitions in every covered language: "you've explained it three times", "zum dritten Mal"),
-mixing things up ("tu mélanges tout", "du bringst alles durcheinander"). The same words
-about the work do not count: "start over" and "reset everything" must end their clause
-("start over the migration from the checkpoint" is a task). The caller blanks quoted text,
-code and reported speech first (`quoting.py`), and a complaint inside a task ("translate …",
-"write a reply saying …") does not count. `acknowledges` (a message opening with thanks or
-agreement) and `resets_work` (reset words with an object: "start over the migration …") keep
-the complaint similarity of `semantic.py` from overruling what the words say. Every pattern
-is compiled once at import.
+mixing things up ("tu mélanges tout", "du bringst alles durcheinander"), repeating itself ("tu
+te répètes"), not reading ("liest du überhaupt …"), the user's words already given with a count
+or a place ("I said that at the start", "ça fait trois fois que tu …"), making things up
+("stop inventing …"), thanks that are none, asking again ("waarom vraag je dat weer"), each in
+every covered language. The same words about the work do not count: "start over" and "reset
+everything" must end their clause ("start over the migration from the checkpoint" is a task).
+The caller blanks quoted text, code and reported speech first (`quoting.py`), and a complaint
+inside a task ("translate …", "write a reply saying …") does not count. `acknowledges` (a
+message opening with thanks or agreement) and `resets_work` (reset words with an object: "start
+over the migration …") keep the complaint similarity of `semantic.py` from overruling what the
+words say. Every pattern is compiled once at import.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ _CLAUSE_PHRASES = (
     r"|let's|let us|just|ok|part|one|idea|bit)\b))"
     r"|all (?:of )?(?:that|this)|everything(?: (?:i|we) (?:said|discussed))?"
     r"|what i (?:said|asked|wrote))\b(?! (?:to|when|in|on|at))",
-    r"(?:(?:let's|let us|can we|could we|we should|i want to|i'd like to) )?(?:just )?"
+    r"(?:(?:let's|let us|can we|could we|we should|i want to|i'd like to) )?(?:please )?(?:just )?"
     r"(?:start (?:over|again|afresh|fresh|from scratch)|begin again)"
     r"\s*(?:$|[.!?,;]|please\b|then\b)",
     r"(?:let's |can we |could we |please )?(?:just )?(?:reset|restart|wipe|clear)"
@@ -176,6 +179,58 @@ _ANYWHERE_PHRASES = (
     r"|я же (?:писал|писала)\b",
     r"je (?:begrijpt|snapt) (?:er |het )?(?:niets|niks|niet)\b|je luistert niet\b"
     r"|dat is niet wat ik (?:vroeg|bedoelde|zei)\b",
+    # Repeating itself, in every covered language.
+    r"(?:you(?:'re| are) )?repeating yourself\b|you repeat yourself\b|tu te répètes\b"
+    r"|du wiederholst dich\b|te (?:estás )?repites\b|ti (?:stai )?ripet(?:i|endo)\b"
+    r"|você (?:está )?se repet(?:e|indo)\b|je herhaalt (?:jezelf|je)\b|ты повторяешься"
+    r"|powtarzasz się\b"
+    r"|(?:that's|that is|it's|this is) (?:literally |just )?the same (?:answer|reply|list|thing)"
+    r" (?:as before|again)\b",
+    # Not reading what the user wrote: "are you even reading", "liest du überhaupt".
+    r"(?:is (?:this|it) (?:thing )?|are you |do you |did you )(?:even |actually )read(?:ing)?\b"
+    r"|please (?:actually |just )?read (?:what|my)\b"
+    r"|liest du (?:überhaupt|eigentlich|auch)\b|(?:kannst|könntest) du (?:bitte )?(?:mal |auch )?"
+    r"lesen,? was ich\b|tu (?:lis|as lu) (?:au moins|vraiment|même)\b"
+    r"|(?:siquiera|acaso|de verdad) lees\b|(?:ma |almeno )leggi (?:quello|cosa|i miei)\b"
+    r"|você (?:sequer |pelo menos |ao menos )?(?:lê|leu) o que\b"
+    r"|lees je (?:wel|eigenlijk|überhaupt)\b|ты (?:вообще |хоть )читаешь|czytasz (?:w ogóle|ty)\b",
+    # The user's own words already given: a count, or where ("at the start", "in my third
+    # message"), in every covered language.
+    r"i(?:'ve| have)? (?:already )?(?:said|told you|wrote|written|mentioned|explained)"
+    r" (?:\S+ ){0,5}"
+    r"(?:(?:two|three|four|five|several|many|\d+) times|at the (?:very )?(?:start|beginning)"
+    r"|in my (?:first|second|third|fourth|last|previous|\w+th) message)\b"
+    r"|(?:habe|hab) ich (?:dir )?(?:jetzt |doch |schon |bereits )*(?:zweimal|dreimal|viermal"
+    r"|mehrmals|x-mal|\d+ ?mal) (?:gesagt|erklärt|geschrieben)\b"
+    r"|ça fait (?:deux|trois|quatre|\d+) fois que tu\b"
+    r"|je (?:te )?l'ai (?:déjà )?(?:dit|écrit) (?:deux|trois|plusieurs|\d+) fois\b"
+    r"|(?:te )?lo (?:he dicho|dije) (?:dos|tres|varias|mil|\d+) veces\b"
+    r"|te l'ho (?:già )?(?:detto|scritto) (?:due|tre|mille|\d+) volte\b"
+    r"|já (?:te )?(?:disse|falei|escrevi) (?:isso )?(?:duas|três|várias|mil|\d+) vezes\b"
+    r"|(?:dat )?zei ik (?:toch |je )?al\b|ik heb (?:het|dat) (?:al )?(?:twee|drie|vaak|\d+)"
+    r" keer gezegd\b|я (?:уже )?(?:два|три|сто|\d+) раза? (?:сказал|писал|говорил)"
+    r"|(?:trzeci|drugi|kolejny) raz (?:piszesz|mówisz|podajesz)\b"
+    r"|(?:mówiłem|pisałem) (?:ci )?już\b",
+    # Making things up.
+    r"(?:stop|quit) (?:inventing|making (?:things|stuff) up|hallucinating)\b"
+    r"|you(?:'ve| have)? (?:just )?(?:invented|made up|hallucinated)\b"
+    r"|made[- ]up \w+(?: \w+)? you(?:'ve| have)? (?:given|shown|sent|suggested)\b"
+    r"|hör auf,? (?:\w+ )?zu erfinden\b|du erfindest\b|arrête d'inventer\b|tu inventes\b"
+    r"|deja de inventar\b|te (?:lo )?(?:estás )?invent(?:as|ando)\b|smettila di inventare\b"
+    r"|(?:para|pare) de inventar\b|você (?:está )?invent(?:a|ando|ou)\b|je verzint\b"
+    r"|хватит выдумывать|ты выдумываешь|przestań wymyślać\b|wymyślasz\b",
+    # Thanks that are none.
+    r"thanks for nothing\b|danke für nichts\b|merci pour rien\b|gracias por nada\b"
+    r"|grazie per niente\b|obrigad[oa] por nada\b|bedankt voor niks\b|dzięki za nic\b",
+    # Asking again what the user already said; telling the same again.
+    r"why (?:are you|do you keep) asking (?:me )?(?:that|this|again)\b|stop asking\b"
+    r"|warum fragst du (?:das |mich )?(?:schon )?wieder\b"
+    r"|erzählst du mir (?:schon |jetzt )?wieder\b"
+    r"|pourquoi tu (?:me )?(?:re)?demandes? (?:ça|encore)\b"
+    r"|por qué me (?:lo )?vuelves a preguntar\b|perché me lo (?:richiedi|chiedi di nuovo)\b"
+    r"|por que você (?:me )?pergunta isso de novo\b|waarom vraag je (?:dat|dit) (?:nou |nu )?"
+    r"(?:weer|opnieuw)\b|почему ты (?:опять|снова) спрашиваешь|dlaczego (?:znowu|znów) pytasz\b"
+    r"|(?<!\bif )(?<!when )you(?:'re| are) (?:still )?\w+ing\b[^.?!]{0,60}\bagain\b",
 )
 # Japanese has no spaces, so its phrases cannot wait for a word boundary.
 _JAPANESE = r"そういう意味じゃな|そうじゃなくて|最初からやり直|話を聞いてな"

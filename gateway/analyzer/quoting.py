@@ -44,7 +44,8 @@ _SPEAKER = (
 )
 _SAYING = (
     r"\s+(?:(?:just|also|then|literally|always|still|once)\s+)?"
-    r"(?:said|says|saying|told (?:me|us|him|her|them)|tells (?:me|us)|wrote|writes|replied"
+    r"(?:said|says|saying|(?:exact )?words (?:were|was)|told (?:me|us|him|her|them)"
+    r"|tells (?:me|us)|wrote|writes|replied"
     r"|replies|answered|commented|shouted|yelled|texted|emailed|messaged|posted|claims?"
     r"|claimed|insists?|insisted|keeps? (?:saying|telling (?:me|us))|kept saying"
     r"|sagte|sagt|meinte|meint|schrieb|schreibt|rief|behauptet|erzählte|erzählt"

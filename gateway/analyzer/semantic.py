@@ -11,7 +11,10 @@ dimensions instead of about 8 KB of JSON floats); the cosine error this adds is 
   mix separated new subjects from follow-ups better than either alone).
 - `complaint_similarity`: the best cosine to a small set of generic complaints about the
   conversation, in several languages (`COMPLAINTS`), written as general phrasings rather
-  than taken from any evaluation case.
+  than taken from any evaluation case, lowered when the message is nearer still to one of
+  a set of contrasts in the same languages (`CONTRASTS`: thanks, follow-ups, new requests,
+  annoyance at something else), each complaint's cosine offset by how close it is to the
+  contrasts (`Prototypes`: a complaint near everything counts for less).
 
 `SemanticSide` wraps the embedder: when it is missing or fails, every call returns None and the
 analyzer falls back to its lexical rules; a failure is logged once per process, not per
@@ -21,11 +24,13 @@ tells the analyzer whether another may be embedded now (`admit`).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import math
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import mul, truediv
 
@@ -40,6 +45,11 @@ _SCALE = 127.0
 # of a message carries its subject (the same cut as every query: one vector per message).
 MAX_EMBED_CHARS = MAX_QUERY_CHARS
 
+# Generic complaints about the conversation, one or two per shape (not listening or reading,
+# not what was asked, the user's words already given, repeating itself, ignoring or
+# contradicting what was said, going in circles, making things up, mixing things up, wrong
+# again, starting over) in each covered language. Written as general phrasings, not taken from
+# any evaluation case.
 COMPLAINTS = (
     "you are not listening to me",
     "that is not what I asked",
@@ -49,13 +59,65 @@ COMPLAINTS = (
     "this conversation is going nowhere, let us start over",
     "forget everything and reset the conversation",
     "you are confused and mixing things up",
+    "are you even reading what I write?",
+    "I mentioned that in my first message and you ignored it",
+    "you are repeating yourself again",
+    "you are making things up, that does not exist",
+    "you contradict what you said before",
+    "we are going in circles",
+    "wrong again, this is the third time",
     "du hörst mir nicht zu, das habe ich nicht gefragt",
+    "liest du überhaupt, was ich schreibe? das habe ich dir schon dreimal gesagt",
+    "du wiederholst dich, schon wieder dieselbe falsche antwort",
     "tu ne m'écoutes pas, ce n'est pas ce que j'ai demandé",
+    "tu lis au moins mes messages ? je l'ai déjà écrit plusieurs fois",
+    "encore la même réponse, tu ne fais que répéter",
     "no me estás escuchando, eso no es lo que pregunté",
+    "¿lees lo que escribo? ya te lo dije varias veces",
+    "te repites, otra vez la misma respuesta equivocada",
     "non mi ascolti, non è quello che ho chiesto",
+    "ma leggi quello che scrivo? te l'ho già detto tre volte",
     "você não está me ouvindo, não foi isso que eu perguntei",
+    "você lê o que eu escrevo? já falei isso várias vezes",
     "ты меня не слушаешь, я не об этом спрашивал",
+    "ты вообще читаешь, что я пишу? я уже три раза сказал",
     "je luistert niet, dat is niet wat ik vroeg",
+    "lees je wel wat ik schrijf? dat zei ik al drie keer",
+    "nie słuchasz mnie, nie o to pytałem",
+    "czy ty w ogóle czytasz moje wiadomości? pisałem to już kilka razy",
+)
+# Messages that are no complaint about the conversation but share its surface: thanks,
+# follow-ups, a new request, annoyance at somebody or something else, in the same languages. A
+# message nearer to one of these than to every complaint is not taken for one: the contrast
+# cancels the pull that any short message in the same language has towards a complaint in it.
+CONTRASTS = (
+    "thanks, that helps, what is the next step?",
+    "another question: how do I fix a flat bicycle tyre?",
+    "I am so annoyed, my train is late again",
+    "danke, das hilft, was ist der nächste schritt?",
+    "andere frage: wie flicke ich einen fahrradreifen?",
+    "ich ärgere mich so, mein zug ist schon wieder zu spät",
+    "merci, ça aide, quelle est la prochaine étape ?",
+    "autre question : comment réparer un pneu de vélo ?",
+    "ça m'énerve, mon train a encore du retard",
+    "gracias, me ayuda, ¿cuál es el siguiente paso?",
+    "otra pregunta: ¿cómo arreglo una rueda de bici pinchada?",
+    "qué rabia, mi tren llega tarde otra vez",
+    "grazie, mi aiuta, qual è il prossimo passo?",
+    "altra domanda: come riparo una gomma della bici?",
+    "che nervi, il mio treno è di nuovo in ritardo",
+    "obrigado, ajuda, qual é o próximo passo?",
+    "outra pergunta: como conserto um pneu de bicicleta?",
+    "que raiva, meu trem está atrasado de novo",
+    "спасибо, помогло, какой следующий шаг?",
+    "другой вопрос: как заклеить велосипедную шину?",
+    "как же бесит, мой поезд опять опаздывает",
+    "bedankt, dat helpt, wat is de volgende stap?",
+    "andere vraag: hoe plak ik een fietsband?",
+    "ik erger me zo, mijn trein is weer te laat",
+    "dzięki, to pomaga, jaki jest następny krok?",
+    "inne pytanie: jak załatać dętkę rowerową?",
+    "ale mnie to wkurza, mój pociąg znowu się spóźnia",
 )
 
 
@@ -115,16 +177,69 @@ def topic_similarity(vector: Sequence[float], recent: Sequence[Sequence[float]])
     return (cosine(vector, centre) + nearest) / 2
 
 
-# model name -> the complaints' vectors: embedded once per process, whatever the number of
-# apps (or tests) that open an embedder of the same model.
-_COMPLAINT_VECTORS: dict[str, list[tuple[float, ...]]] = {}
+def cohesion(recent: Sequence[Sequence[float]]) -> float | None:
+    """How alike the session's recent messages are among themselves: their mean pairwise
+    cosine (None with fewer than two comparable vectors). Some sessions (a language, a style)
+    sit closer together than others whatever their subject; the topic score is read against
+    this baseline (`detect.Params.cohesion_weight`)."""
+    usable = [r for r in recent if len(r) == len(recent[0])] if recent else []
+    pairs = [cosine(a, b) for i, a in enumerate(usable) for b in usable[i + 1 :]]
+    return sum(pairs) / len(pairs) if pairs else None
 
 
-async def _complaint_vectors(embedder: Embedder) -> list[tuple[float, ...]]:
-    known = _COMPLAINT_VECTORS.get(embedder.model)
+# model name -> the complaints' and the contrasts' vectors: embedded once per process, whatever
+# the number of apps (or tests) that open an embedder of the same model.
+_PROTOTYPES: dict[str, Prototypes] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Prototypes:
+    """The complaints' vectors, each with its offset, and the contrasts' vectors.
+
+    A complaint that is close to every contrast is close to most messages in its language (a
+    hub): its offset is its mean cosine to the contrasts minus that of the average complaint,
+    and is subtracted from its cosine to a message, so every complaint counts on one scale."""
+
+    complaints: list[tuple[float, ...]]
+    offsets: list[float]
+    contrasts: list[tuple[float, ...]]
+
+    @classmethod
+    def of(
+        cls, complaints: Sequence[tuple[float, ...]], contrasts: Sequence[tuple[float, ...]]
+    ) -> Prototypes:
+        hub = [
+            sum(cosine(c, n) for n in contrasts) / len(contrasts) if contrasts else 0.0
+            for c in complaints
+        ]
+        mean = sum(hub) / len(hub) if hub else 0.0
+        return cls(list(complaints), [h - mean for h in hub], list(contrasts))
+
+    def score(self, vector: Sequence[float]) -> float | None:
+        """The best offset cosine to a complaint, lowered by as much as the best contrast beats
+        it (a message nearer to a contrast than to every complaint scores below it)."""
+        best = max(
+            (
+                cosine(vector, c) - o
+                for c, o in zip(self.complaints, self.offsets, strict=True)
+                if len(c) == len(vector)
+            ),
+            default=None,
+        )
+        if best is None:
+            return None
+        rival = max(
+            (cosine(vector, n) for n in self.contrasts if len(n) == len(vector)), default=best
+        )
+        return best - max(0.0, rival - best)
+
+
+async def _prototype_vectors(embedder: Embedder) -> Prototypes:
+    known = _PROTOTYPES.get(embedder.model)
     if known is None:
-        known = [floats(v) for v in await embedder.embed(COMPLAINTS, query=True)]
-        _COMPLAINT_VECTORS[embedder.model] = known
+        found = [floats(v) for v in await embedder.embed(COMPLAINTS + CONTRASTS, query=True)]
+        known = Prototypes.of(found[: len(COMPLAINTS)], found[len(COMPLAINTS) :])
+        _PROTOTYPES[embedder.model] = known
     return known
 
 
@@ -134,7 +249,8 @@ class SemanticSide:
     def __init__(self, embedder: Embedder | None, share: EmbedShare | None = None) -> None:
         self.embedder = embedder
         self.share = share
-        self._complaints: list[tuple[float, ...]] | None = None
+        self._prototypes: Prototypes | None = None
+        self._loading: asyncio.Future[Prototypes] | None = None  # shared by concurrent callers
         self._failed_once = False
 
     @property
@@ -145,14 +261,41 @@ class SemanticSide:
         """May a message be embedded now (the share of embedding time is not spent)?"""
         return self.share is None or self.share.admit()
 
+    async def warm(self) -> None:
+        """Embed the generic complaints and contrasts now (at start, a background job), so the
+        first message's verdict does not wait for them; a failure is handled as in `embed`."""
+        if self.embedder is None or self._prototypes is not None:
+            return
+        try:
+            await self._known(self.embedder)
+        except Exception as exc:  # the optional model: lexical rules until it works
+            self._failed(exc)
+
+    async def _known(self, embedder: Embedder) -> Prototypes:
+        if self._prototypes is None:
+            if self._loading is None:
+                self._loading = asyncio.ensure_future(_prototype_vectors(embedder))
+            try:
+                self._prototypes = await asyncio.shield(self._loading)
+            except Exception:
+                self._loading = None  # the next message tries again
+                raise
+        return self._prototypes
+
+    def _failed(self, exc: Exception) -> None:
+        if not self._failed_once:
+            self._failed_once = True
+            log.warning(
+                "analyzer embeddings unavailable (%s); using the lexical rules", type(exc).__name__
+            )
+
     async def embed(self, text: str) -> tuple[float, ...] | None:
         """The message's unit vector, or None (no embedder, nothing to embed, or a failure).
         Its duration is charged to the share (the complaints' one-off embedding is not)."""
         if self.embedder is None or not text.strip():
             return None
         try:
-            if self._complaints is None:
-                self._complaints = await _complaint_vectors(self.embedder)
+            await self._known(self.embedder)
             share = self.share
             started = share.now() if share is not None else 0.0
             try:
@@ -161,16 +304,11 @@ class SemanticSide:
                 if share is not None:
                     share.charge(share.now() - started)
         except Exception as exc:  # any failure of the optional model: lexical rules instead
-            if not self._failed_once:
-                self._failed_once = True
-                log.warning(
-                    "analyzer embeddings unavailable (%s); using the lexical rules",
-                    type(exc).__name__,
-                )
+            self._failed(exc)
             return None
         return floats(vector)
 
     def complaint_similarity(self, vector: Sequence[float]) -> float | None:
-        if not self._complaints:
+        if self._prototypes is None:
             return None
-        return max(cosine(vector, c) for c in self._complaints if len(c) == len(vector))
+        return self._prototypes.score(vector)

@@ -17,7 +17,7 @@ class AnalyzerSection(Section):
     embed_share: float = Field(0.25, ge=0, le=1)
     topic_shift_threshold: float = Field(0.0, ge=0, le=1)
     semantic_threshold: float = Field(0.84, ge=-1, le=1)
-    complaint_threshold: float = Field(0.87, ge=-1, le=1)
+    complaint_threshold: float = Field(0.88, ge=-1, le=1)
     confirm_band: float = Field(0.05, ge=0, le=1)
     min_keywords: int = Field(5, ge=1)
     recent_messages: int = Field(4, ge=1, le=20)

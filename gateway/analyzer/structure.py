@@ -16,7 +16,8 @@ from __future__ import annotations
 from gateway.analyzer.frustration import rx
 
 # The same few notions in every covered language: "by the way", "unrelated / nothing to do
-# with this", "a different / random / side question", "change of subject".
+# with this", "a different / random / side question" ("frage zwischendurch", "domanda a
+# parte"), "change of subject".
 _SHIFT_CUE = rx(
     r"\b(?:by the way|btw|unrelated|different (?:topic|question|subject)|new (?:topic|question)"
     r"|change of (?:topic|subject)|chang(?:e|ing) the (?:topic|subject)|switching (?:gears|topics)"
@@ -32,7 +33,10 @@ _SHIFT_CUE = rx(
     r"|altra domanda|altra cosa|cambi(?:o|ando) (?:argomento|discorso)|non c'entra"
     r"|trouwens|ander onderwerp|andere vraag|iets (?:heel )?anders|niets (?:mee )?te maken"
     r"|przy okazji|inne pytanie|inny temat|zmieniając temat|z innej beczki|nie na temat"
-    r"|nic wspólnego|другой вопрос|другая тема|не по теме|кстати)\b|ところで|話は変わ"
+    r"|nic wspólnego|другой вопрос|другая тема|не по теме|кстати"
+    r"|(?:kurze )?frage zwischendurch|question (?:à part|annexe)|pregunta aparte"
+    r"|domanda a parte|pergunta à parte|vraag tussendoor|pytanie na marginesie"
+    r"|вопрос не по теме)\b|ところで|話は変わ"
 )
 # A cue counts where it opens a sentence (within its first few words: "Oh, random question:",
 # "Una curiosità che non c'entra niente:"); deeper in a sentence the same words describe the

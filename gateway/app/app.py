@@ -321,6 +321,7 @@ class App:
             locks=self.locks,
             slots=self.turn_slots,
             vault_problem=self.vault.problem,  # PostgreSQL away: apologise directly, run again
+            vault_connections=self.vault.connections,
         )
         self.intake = build_intake(
             self.config, vault=self.vault, store=self.intake_store, router=self.router,

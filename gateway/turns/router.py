@@ -13,8 +13,9 @@ ordering, concurrency, shutdown and errors:
 - `drain()` stops intake, waits for in-flight turns under a deadline, then cancels the rest;
 - errors are handled once, here: logged, answered with a fixed apology (never `str(exc)`),
   and the inbound message stays recorded because the record step committed it already;
-- a turn that fails while the vault is away (`vault_problem()`: PostgreSQL lost, reconnecting)
-  cannot apologise through the outbox, a vault write: the same apology goes straight to the
+- a turn that fails while the vault is away (`vault_problem()`: PostgreSQL lost, reconnecting;
+  or back already, but on a new connection made during the turn: `vault_connections()`) cannot
+  apologise through the outbox, a vault write: the same apology goes straight to the
   channel (one attempt, once per message, logged) and the turn ends `DEFERRED`, so the intake
   keeps the message unfinished and runs it again once the vault is back. The apology is not
   an answer (no outbox row, not in the history): the turn run again answers normally, or,
@@ -70,6 +71,7 @@ class Router:
         locks: ChatLocks | None = None,
         slots: TurnSlots | None = None,
         vault_problem: Callable[[], str | None] = lambda: None,
+        vault_connections: Callable[[], int] = lambda: 1,
     ) -> None:
         self._chain = build_chain(steps)
         self._metrics = metrics or Metrics()
@@ -78,6 +80,7 @@ class Router:
         self._slots = slots or TurnSlots(max_concurrency)
         self._locks = locks or ChatLocks()
         self._vault_problem = vault_problem
+        self._vault_connections = vault_connections
         self._apologised: set[str] = set()  # messages told directly while the vault was away
         self._tasks: set[asyncio.Task[TurnEnd]] = set()
         self._accepting = True
@@ -132,10 +135,14 @@ class Router:
 
     async def _run_safely(self, turn: Turn) -> TurnEnd:
         key = reply_key_prefix(turn.inbound)
+        connections = self._vault_connections()
         try:
             await self._chain(turn)
         except Exception as exc:
-            if (away := self._vault_problem()) is None:
+            away = self._vault_problem()
+            if away is None and self._vault_connections() != connections:
+                away = "the vault reconnected during the turn"  # and may have failed it
+            if away is None:
                 await self._failed(turn, exc)
             else:
                 await self._apologise_directly(turn, key, away)

@@ -5,6 +5,11 @@ see it), plus helpers to sign requests into our `/slack/events` route like Slack
 post; `rate_limit(n)` answers the next n posts with 429 + Retry-After) and a `/respond/<id>`
 endpoint that stands in for slash commands' response_url. `action_body` is the interactivity
 request of a click on a button of a posted message (`buttons_of` lists a post's buttons).
+
+Socket Mode: `apps.connections.open` hands out the `/ws` socket; every connection is kept in
+`sockets` and every ack in `acks`. Like Slack, an envelope whose socket ends before it was
+acked is delivered again (`retry_attempt` + 1) on an open socket, at once or once one opens
+(`redelivered` counts them).
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ class FakeSlackAPI:
         self.url = ""
         self.acks: list[dict[str, Any]] = []
         self.sockets: list[web.WebSocketResponse] = []
+        self.ended: list[web.WebSocketResponse] = []  # sockets whose connection is over
+        self.unacked: dict[str, tuple[web.WebSocketResponse, dict[str, Any]]] = {}
+        self.redelivered = 0
 
     def rate_limit(self, times: int, retry_after: str = "0") -> None:
         self.rate_limited, self.retry_after = times, retry_after
@@ -94,13 +102,39 @@ class FakeSlackAPI:
         await ws.prepare(request)
         self.sockets.append(ws)
         await ws.send_json({"type": "hello", "num_connections": 1})
+        await self._redeliver()
         async with self.changed:
             self.changed.notify_all()
         async for message in ws:
-            self.acks.append(json.loads(message.data))
+            ack = json.loads(message.data)
+            self.acks.append(ack)
+            self.unacked.pop(str(ack.get("envelope_id")), None)
             async with self.changed:
                 self.changed.notify_all()
+        self.ended.append(ws)
+        await self._redeliver()
+        async with self.changed:
+            self.changed.notify_all()
         return ws
+
+    def open_sockets(self) -> list[web.WebSocketResponse]:
+        return [ws for ws in self.sockets if ws not in self.ended and not ws.closed]
+
+    async def _redeliver(self) -> None:
+        """Envelopes left unacked by an ended socket go to the newest open one, if any."""
+        live = self.open_sockets()
+        if not live:
+            return
+        for ws, envelope in list(self.unacked.values()):
+            if ws in self.ended or ws.closed:
+                again = envelope | {"retry_attempt": int(envelope.get("retry_attempt", 0)) + 1,
+                                    "retry_reason": "timeout"}  # fmt: skip
+                self.redelivered += 1
+                await self._send(live[-1], again)
+
+    async def _send(self, ws: web.WebSocketResponse, envelope: dict[str, Any]) -> None:
+        self.unacked[str(envelope["envelope_id"])] = (ws, envelope)
+        await ws.send_json(envelope)
 
     async def push_event(self, envelope_id: str, body: str) -> None:
         envelope = {
@@ -110,7 +144,7 @@ class FakeSlackAPI:
             "retry_attempt": 0,
             "payload": json.loads(body),
         }
-        await self.sockets[-1].send_json(envelope)
+        await self._send(self.sockets[-1], envelope)
 
     async def push_interactive(self, envelope_id: str, form_body: str) -> None:
         """A button click over the socket: the payload of `action_body`'s form, enveloped."""
@@ -121,7 +155,7 @@ class FakeSlackAPI:
             "accepts_response_payload": True,
             "payload": json.loads(payload),
         }
-        await self.sockets[-1].send_json(envelope)
+        await self._send(self.sockets[-1], envelope)
 
     async def respond(self, request: web.Request) -> web.Response:
         self.responses.append(json.loads(await request.read()))

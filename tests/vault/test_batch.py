@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core.errors import VaultError
+from vault.batch import Batcher, Outcome, SyncBody, write_batch
 from vault.db import Vault
 
 
@@ -259,3 +260,34 @@ async def test_a_body_raising_a_base_exception_fails_alone(
     assert isinstance(results[1], VaultError)  # never a cancellation of the caller
     assert await values(vault) == [1, 3]
     assert await vault.run(insert(4)) == 4  # the batcher goes on
+
+
+async def test_write_behind_work_joins_the_next_batch_instead_of_starting_one(
+    vault: Vault,
+) -> None:
+    statements: list[str] = []
+    await vault.run(lambda raw: raw.set_trace_callback(statements.append))
+    statements.clear()  # that body's own COMMIT
+    vault.run_soon(insert(1), "first")
+    vault.run_soon(insert(2), "second")
+    assert await vault.run(insert(3)) == 3
+    assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
+    vault.run_soon(insert(4), "at idle")
+    await vault.idle()  # does not wait for the timer: it commits now
+    assert statements.count("COMMIT") == 2
+    assert await values(vault) == [1, 2, 3, 4]
+
+
+async def test_lone_write_behind_work_still_commits_by_itself() -> None:
+    raw = sqlite3.connect(":memory:", isolation_level=None)
+    raw.execute("CREATE TABLE t (x INTEGER UNIQUE)")
+    hops: list[int] = []
+
+    async def hop(fn: SyncBody[list[Outcome]]) -> list[Outcome]:
+        hops.append(1)
+        return fn(raw)
+
+    batcher = Batcher(hop, write_batch, what="write")
+    assert await batcher.queue(insert(7), lazy=True) == 7  # after `LAZY_S`, no other write
+    assert hops == [1]
+    assert raw.execute("SELECT x FROM t").fetchall() == [(7,)]

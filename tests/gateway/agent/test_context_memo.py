@@ -9,7 +9,10 @@ import sys
 from gateway.agent.context import (
     MESSAGE_MEMO_CHARS,
     MESSAGE_MEMO_ENTRY_CHARS,
+    ContextItem,
     ContextPipeline,
+    Position,
+    content_hash,
 )
 
 
@@ -25,3 +28,15 @@ def test_short_messages_cannot_grow_the_memo_past_its_budget() -> None:
     key, message = next(iter(pipeline._messages.items()))
     held = sum(sys.getsizeof(o) for o in (key, message, message.parts, message.parts[0]))
     assert held <= MESSAGE_MEMO_ENTRY_CHARS
+
+
+def test_remembered_content_hashes_are_right_and_within_the_same_budget() -> None:
+    pipeline = ContextPipeline(budget_tokens=1000)
+    most = MESSAGE_MEMO_CHARS // MESSAGE_MEMO_ENTRY_CHARS + 1
+    largest = 0
+    for n in range(2 * most):
+        for _ in range(2):  # the second time from the memo, on a new item
+            item = ContextItem(source="history", position=Position.HISTORY, content=f"m{n}")
+            assert pipeline._hashed(item).content_hash == content_hash(f"m{n}")
+        largest = max(largest, len(pipeline._hashes))
+    assert largest <= most

@@ -334,7 +334,8 @@ def semantic_far() -> tuple[list[list[str]], Params]:
 def test_semantic_mode_shifts_on_a_distant_request_whatever_its_words() -> None:
     far = analyze(SHIFT, SOURDOUGH, vector=TAXES, recent_vectors=[BREAD, BREAD])
     assert (far.mode, far.topic_shift, far.suggestion) == (Mode.SEMANTIC, True, "clear")
-    near = analyze(SHIFT, SOURDOUGH, vector=BREAD, recent_vectors=[BREAD, BREAD])
+    alone = Params(cohesion_weight=0.0)  # the similarity alone, without the session's baseline
+    near = analyze(SHIFT, SOURDOUGH, alone, vector=BREAD, recent_vectors=[BREAD, BREAD])
     assert not near.topic_shift
     assert near.score == pytest.approx(1.0)
 
@@ -356,7 +357,7 @@ def test_vectors_of_another_size_are_ignored() -> None:
 
 
 def test_cue_raises_the_semantic_threshold() -> None:
-    params = Params(semantic_threshold=0.84, cue_bonus=0.03, lexical_weight=0.0)
+    params = Params(semantic_threshold=0.84, cue_bonus=0.03, lexical_weight=0.0, cohesion_weight=0)
     recent = [BREAD, BREAD]
     halfway = (0.8, 0.6, 0.0)  # cosine 0.8 to BREAD: below 0.84
     text = "How do I renew my passport?"
@@ -412,7 +413,7 @@ def test_complaint_similarity_ignores_thanks_and_work_resets(text: str) -> None:
 
 
 def test_near_threshold_on_either_side() -> None:
-    params = Params(semantic_threshold=0.5, lexical_weight=0.0)
+    params = Params(semantic_threshold=0.5, lexical_weight=0.0, cohesion_weight=0.0)
     just_below = analyze(SHIFT, SOURDOUGH, params, vector=(0.48, 0.877, 0.0),
                          recent_vectors=[BREAD, BREAD])  # fmt: skip
     just_above = analyze(SHIFT, SOURDOUGH, params, vector=(0.52, 0.854, 0.0),

@@ -10,7 +10,7 @@ import pytest
 from gateway.analyzer.detect import Params, judge_conversation, replay
 from gateway.analyzer.feature import AnalyzerFeature
 from gateway.analyzer.lazy import judge_lazily
-from gateway.analyzer.semantic import COMPLAINTS, SemanticSide, pack
+from gateway.analyzer.semantic import COMPLAINTS, CONTRASTS, SemanticSide, pack
 from gateway.analyzer.state import VERSION, WatchState
 from gateway.app.config import Config
 from tests.fakes import inbound
@@ -36,7 +36,7 @@ class Recording(FakeEmbedder):
         self.texts: list[str] = []
 
     async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
-        self.texts.extend(t for t in texts if t not in COMPLAINTS)
+        self.texts.extend(t for t in texts if t not in COMPLAINTS + CONTRASTS)
         return await super().embed(texts, query=query)
 
 

@@ -1,3 +1,4 @@
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -5,6 +6,7 @@ import pytest
 
 from gateway.analyzer.semantic import (
     COMPLAINTS,
+    CONTRASTS,
     SemanticSide,
     cosine,
     pack,
@@ -12,6 +14,7 @@ from gateway.analyzer.semantic import (
     unpack,
 )
 from gateway.analyzer.state import VERSION, WatchState
+from tests.fakes.clock import until
 from tests.fakes.embedder import FakeEmbedder
 
 
@@ -47,9 +50,9 @@ async def test_side_embeds_through_the_port_and_knows_the_complaints() -> None:
     side = SemanticSide(embedder)
     vector = await side.embed("our postgres replica failover")
     assert vector is not None and len(vector) == embedder.dim
-    assert embedder.calls == len(COMPLAINTS) + 1  # the complaints once, then the message
+    assert embedder.calls == len(COMPLAINTS) + len(CONTRASTS) + 1  # prototypes once, then it
     await side.embed("the database again")
-    assert embedder.calls == len(COMPLAINTS) + 2
+    assert embedder.calls == len(COMPLAINTS) + len(CONTRASTS) + 2
     assert side.complaint_similarity(vector) is not None
     assert await side.embed("   ") is None  # nothing to embed
     other = OwnModelEmbedder()  # another app with the same model: complaints are known
@@ -130,3 +133,53 @@ def test_vector_window_slides_and_resets_on_a_new_model() -> None:
     v = (0.0, 1.0)
     state.with_vector("other", (pack(v), v), window=4)
     assert (len(state.vectors), state.vector_model) == (1, "other")
+
+
+class Gated(FakeEmbedder):
+    """Holds every call until `gate` opens; a model name of its own, so the per-process cache
+    of the generic phrasings' vectors starts empty for it."""
+
+    def __init__(self, model: str, *, failing: int = 0) -> None:
+        super().__init__()
+        self.model = model
+        self.gate = asyncio.Event()
+        self.batches: list[int] = []
+        self.failing = failing  # calls that raise before it works
+
+    async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
+        self.batches.append(len(texts))
+        await self.gate.wait()
+        if self.failing:
+            self.failing -= 1
+            raise RuntimeError("model file unreadable")
+        return await super().embed(texts, query=query)
+
+
+async def test_the_start_up_warming_and_a_first_message_share_one_embedding_of_the_phrasings() -> (
+    None
+):
+    embedder = Gated("fake-warm-shared")
+    side = SemanticSide(embedder)
+    warming = asyncio.create_task(side.warm())
+    first = asyncio.create_task(side.embed("you keep ignoring what I wrote"))
+    await until(lambda: embedder.batches != [])  # the phrasings' one embedding is under way
+    embedder.gate.set()
+    await warming
+    vector = await first
+    assert embedder.batches == [len(COMPLAINTS) + len(CONTRASTS), 1]
+    assert vector is not None and side.complaint_similarity(vector) is not None
+
+
+async def test_a_failed_warming_is_logged_once_and_the_next_message_tries_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedder = Gated("fake-warm-failing", failing=1)
+    embedder.gate.set()
+    side = SemanticSide(embedder)
+    with caplog.at_level(logging.WARNING, logger="gateway.analyzer.semantic"):
+        await side.warm()  # never raises: the lexical rules carry on
+    assert [r.getMessage() for r in caplog.records] == [
+        "analyzer embeddings unavailable (RuntimeError); using the lexical rules"
+    ]
+    vector = await side.embed("you keep ignoring what I wrote")
+    assert vector is not None and side.complaint_similarity(vector) is not None
