@@ -14,20 +14,11 @@ from typing import Any
 import pytest
 
 from gateway.core.errors import VaultError
+from tests.vault.test_batch import insert
 from vault.batch import Outcome, SyncBody
 from vault.pg.batch import write_batch
 from vault.pg.connection import PgRaw
 from vault.pg.vault import PgVault
-
-
-def insert(x: int, fail: bool = False) -> SyncBody[int]:
-    def body(raw: sqlite3.Connection) -> int:
-        raw.execute("INSERT INTO t VALUES (?)", (x,))
-        if fail:
-            raise ValueError("body failed")
-        return x
-
-    return body
 
 
 @pytest.fixture
