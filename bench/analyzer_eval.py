@@ -8,12 +8,12 @@
     python -m bench.analyzer_eval FILE.jsonl ...      # any labelled set (e.g. the blind set)
 
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
-`analyzer_blind/cases.jsonl`, `analyzer_blind2/cases.jsonl` and `analyzer_blind3/cases.jsonl`
-(the blind sets are development data since their one scoring). The threshold-selection rule
-is `analyzer_select.py`'s: best
-topic-shift F1 with at most 3% false tips on the development set, per mode (semantic: the
-threshold and the cue bonus jointly); frustration similarity: best F1 with precision at least
-0.97. `--loso` applies it to every set but one and scores the one left out, for each in turn.
+`analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind5/` (`cases.jsonl`; the
+blind sets are development data since their one scoring).
+The threshold-selection rule is `analyzer_select.py`'s: best topic-shift F1 with at most 3%
+false tips on the development set, per mode (semantic: the threshold and the cue bonus
+jointly); frustration similarity: best F1 with precision at least 0.97. `--loso` applies it
+to every set but one and scores the one left out, for each in turn.
 
 Quality: the last message of each conversation is judged with the earlier ones as history.
 Precision/recall/F1 for frustration (expect "compact") and topic shift (expect "clear"), and
@@ -61,6 +61,8 @@ DEV = [
     DATA / "analyzer_blind/cases.jsonl",  # scored once, then retired to development data
     DATA / "analyzer_blind2/cases.jsonl",  # the same
     DATA / "analyzer_blind3/cases.jsonl",  # the same
+    DATA / "analyzer_blind4/cases.jsonl",  # the same
+    DATA / "analyzer_blind5/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
@@ -155,9 +157,11 @@ def quality(cases: list[dict[str, Any]], judge: Judge, params: Params, verbose: 
     for index, case in enumerate(cases):
         by_lang[case.get("lang", "en")].append(index)
     if len(by_lang) > 1:
-        for group in (["en"], sorted(set(by_lang) - {"en"})):
+        groups = [["en"], sorted(set(by_lang) - {"en"})]
+        groups += [[lang] for lang in sorted(by_lang) if lang != "en"]  # each language
+        for group in groups:
             chosen = [i for lang in group for i in by_lang.get(lang, [])]
-            label = "en" if group == ["en"] else "not en (" + ", ".join(group) + ")"
+            label = group[0] if len(group) == 1 else "not en (" + ", ".join(group) + ")"
             report(label, tally([cases[i] for i in chosen], [judged[i] for i in chosen]))
     if verbose:
         for case, analysis in zip(cases, judged, strict=True):

@@ -1,6 +1,7 @@
 """Inline suggestions: quality on the labelled set, and the latency a turn gains.
 
-    python -m bench.suggest quality [--set labelled|labelled2|labelled3|dev] [--semantic]
+    python -m bench.suggest quality [--set labelled|labelled2|…|labelled6|dev]
+        [--semantic]
     python -m bench.suggest latency [--items 10000] [--turns 300] [--semantic] [--in-turn]
 
 quality: every case of `tests/data/suggestions/cases.jsonl` (written and committed before the
@@ -66,6 +67,9 @@ LABELLED_SETS = {
     "labelled": LABELLED,
     "labelled2": ROOT / "tests/data/suggestions2",
     "labelled3": ROOT / "tests/data/suggestions3",
+    "labelled4": ROOT / "tests/data/suggestions4",
+    "labelled5": ROOT / "tests/data/suggestions5",
+    "labelled6": ROOT / "tests/data/suggestions6",
 }
 DEV = ROOT / "tests/gateway/suggestions/dev_cases.jsonl"
 CORPUS = ROOT / "tests/data/knowledge/corpus"

@@ -177,9 +177,11 @@ class SlackChannel:
     async def run(self, on_inbound: InboundHandler) -> None:
         try:
             self._me = await self._auth_test()
+            # Taking events before the socket opens: Slack may deliver what it holds (what a
+            # dead leader left unacked) right after its hello.
+            self._handler = on_inbound
             if self._mode == "socket":
                 self._socket = await self._connect_socket()
-            self._handler = on_inbound
             self._detail = self._mode
             self._last_ok_ms = self._now_ms()
             if self._refused_early:

@@ -13,16 +13,19 @@ caller can give:
 
 Either way the structural rules of `structure.py` carry the precision: a candidate becomes a
 shift only when the message has a content word, asks for something, does not point back and
-quotes nobody; an explicit cue ("by the way") that opens a sentence makes it a candidate
-whatever follows and raises the threshold a little (`cue_bonus`; `lexical_cue_bonus` in
-lexical mode). Nothing is judged before the session has `MIN_RECENT_MESSAGES` earlier
-messages. The thresholds and the cue bonus are chosen by the rule in
-`bench/analyzer_select.py`.
+quotes nobody; an explicit cue ("by the way") that opens a sentence decides on its own: when
+it announces a request or stands alone ("btw, how do I …", "Change of subject.") the message
+is a candidate whatever follows, and the threshold is raised a little (`cue_bonus`;
+`lexical_cue_bonus` in lexical mode); when it introduces a detail ("btw, the wall is
+plasterboard. Does that matter?") it is none. Nothing is judged before the session has
+`MIN_RECENT_MESSAGES` earlier messages. The thresholds and the cue bonus are chosen by the
+rule in `bench/analyzer_select.py`.
 
 Frustration: the phrase rules of `frustration.py` on the user's own words (quotes, code and
 reported speech blanked, `quoting.py`), or — in semantic mode — a message close to one of the
 generic complaints (`Params.complaint_threshold`) that quotes nobody, does not open by thanking
-or agreeing, and whose reset words are not about a piece of the work (`similar_complaint`).
+or agreeing or with a cue, is no follow-up question ("hm. and if that doesn't help?") and
+whose reset words are not about a piece of the work (`similar_complaint`).
 
 `margin` is the topic score minus its threshold: the confirmation model is asked only when it
 is small (`near`), on either side.
@@ -39,11 +42,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from gateway.analyzer.frustration import acknowledges, complains, resets_work
+from gateway.analyzer.frustration import acknowledges, complains, follows_up, resets_work
 from gateway.analyzer.keywords import keywords, overlap, recent_stems
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import cohesion, topic_similarity
-from gateway.analyzer.structure import asks, has_cue, points_back
+from gateway.analyzer.structure import asks, cued_request, has_cue, points_back
 
 Suggestion = Literal["clear", "compact"]
 Vector = Sequence[float]
@@ -75,7 +78,7 @@ class Params:
     cohesion_centre: float = 0.85
     # An explicit cue ("by the way") raises the semantic threshold by this much (the cued
     # follow-ups that are no shift score well above the cued shifts) ...
-    cue_bonus: float = 0.04
+    cue_bonus: float = 0.06
     # ... and the lexical one by this much.
     lexical_cue_bonus: float = 0.3
     # Semantic mode: cosine to a generic complaint from which a message counts as frustrated.
@@ -124,6 +127,7 @@ class Reading:
     complains: bool  # a frustration rule matched the user's own words
     thanks: bool  # it opens by thanking, agreeing or acknowledging
     work_reset: bool  # reset words about a piece of the work ("start over the migration")
+    follow_up: bool  # a question building on the answer ("hm. and if that doesn't help?")
     cue: bool  # an explicit cue ("by the way")
     candidate: bool  # the structural rules allow a topic shift here
 
@@ -133,21 +137,38 @@ def read(text: str) -> Reading:
     words = keywords(own)
     quotes = own != text
     cue = has_cue(own)
-    candidate = bool(words) and (cue or (asks(own) and not quotes and not points_back(own)))
-    return Reading(
-        words, quotes, complains(own), acknowledges(own), resets_work(own), cue, candidate
+    # A cue decides on its own: it announces a request (a candidate whatever follows) or a
+    # detail about the current subject (none, whatever is asked after it).
+    candidate = bool(words) and (
+        cued_request(own) if cue else asks(own) and not quotes and not points_back(own)
     )
+    return Reading(
+        words,
+        quotes,
+        complains(own),
+        acknowledges(own),
+        resets_work(own),
+        follows_up(own),
+        cue,
+        candidate,
+    )
+
+
+def _heard_out(reading: Reading) -> bool:
+    """Is the message's similarity to the generic complaints beside the point? When it quotes
+    someone, opens by thanking or agreeing, uses reset words about the work, asks a follow-up
+    ("and if that doesn't help?") or opens with a cue ("by the way, …": an aside or a new
+    subject, not a complaint)."""
+    r = reading
+    return r.quotes or r.thanks or r.work_reset or r.follow_up or r.cue
 
 
 def similar_complaint(reading: Reading, complaint: float | None, params: Params) -> bool:
     """Is the message frustrated by its similarity to the generic complaints? Only in the
-    user's own voice, not when it opens by thanking or agreeing, nor when its reset words are
-    about the work."""
+    user's own voice and when nothing else it does explains the likeness (`_heard_out`)."""
     return (
         complaint is not None
-        and not reading.quotes
-        and not reading.thanks
-        and not reading.work_reset
+        and not _heard_out(reading)
         and complaint >= params.complaint_threshold
     )
 
@@ -155,11 +176,8 @@ def similar_complaint(reading: Reading, complaint: float | None, params: Params)
 def needs_vector(reading: Reading) -> bool:
     """Can the verdict on this message depend on its embedding? Not when a frustration rule
     already matched (the tip is /compact whatever the topic), nor when it cannot be a shift
-    and its similarity to the complaints would not count (it quotes someone, opens by
-    thanking, or its reset words are about the work)."""
-    return not reading.complains and (
-        reading.candidate or not (reading.quotes or reading.thanks or reading.work_reset)
-    )
+    and its similarity to the complaints would not count (`_heard_out`)."""
+    return not reading.complains and (reading.candidate or not _heard_out(reading))
 
 
 def settled(reading: Reading, *, frustration: bool) -> Analysis:

@@ -11,19 +11,27 @@ repetitions in every covered language: "you've explained it three times", "zum d
 mixing things up ("tu mélanges tout", "du bringst alles durcheinander"), repeating itself ("tu
 te répètes"), not reading ("liest du überhaupt …"), the user's words already given with a count
 or a place ("I said that at the start", "ça fait trois fois que tu …"), making things up
-("stop inventing …"), thanks that are none, asking again ("waarom vraag je dat weer"), each in
-every covered language. The same words about the work do not count: "start over" and "reset
-everything" must end their clause ("start over the migration from the checkpoint" is a task).
+("stop inventing …"), thanks that are none, asking again ("waarom vraag je dat weer"),
+contradicting itself ("du widersprichst dir"), going in circles ("tu tournes en rond"), the
+user's words given at the start ("te lo dije desde el principio", "it's in my first message"),
+a counted repetition ("c'est la 3e fois que tu …"), an answer about something else ("nada que
+ver con lo que pregunté"), dropping the whole conversation, praise with an eye-roll, each in
+every covered language (the languages above plus Polish). The same words about the work do not
+count: "start over" and "reset everything" must end their clause ("start over the migration
+from the checkpoint" is a task); "fed up with this" only when "this" ends the clause.
 The caller blanks quoted text, code and reported speech first (`quoting.py`), and a complaint
 inside a task ("translate …", "write a reply saying …") does not count. `acknowledges` (a
-message opening with thanks or agreement) and `resets_work` (reset words with an object: "start
-over the migration …") keep the complaint similarity of `semantic.py` from overruling what the
-words say. Every pattern is compiled once at import.
+message opening with thanks or agreement), `resets_work` (reset words with an object, in every
+covered language: "start over the migration …", "resetear la tensión") and `follows_up` (a
+follow-up question: "ok. und wie merk ich mir das?") keep the complaint similarity of
+`semantic.py` from overruling what the words say. Every pattern is compiled once at import.
 """
 
 from __future__ import annotations
 
 import re
+
+from gateway.analyzer.complaints import ANYWHERE_PHRASES
 
 _APOS = "['’]"
 
@@ -37,7 +45,8 @@ def rx(pattern: str) -> re.Pattern[str]:
 _LEAD = (
     r"(?:^|[.!?;:\n]\s*|,\s*|\s[-—–]\s*)"
     r"(?:(?:no+|nope|ugh+|argh+|sigh|ok(?:ay)?|oh|just|please|pls|god|man|look|listen|seriously"
-    r"|stop|dude|come on|hey|again|honestly|nein|non|mais|bueno|pues|nee)[,!.]*\s+)*"
+    r"|stop|dude|come on|hey|again|honestly|nein|non|mais|bueno|pues|nee|well|so|bon|bah|ben|ach"
+    r"|na|tja|mano|cara|vale|dai|allora|nou|dobra|ну)[,!.]*\s+)*"
 )
 _CLAUSE_PHRASES = (
     # "forget it / that / this" must end its clause ("forget that fabric" is about the work).
@@ -74,163 +83,19 @@ _CLAUSE_PHRASES = (
     r"as i (?:already |just )?(?:said|told you|mentioned) (?:before|already|earlier|twice)\b",
     r"wrong again\b",
     r"still (?:wrong|not (?:right|it|what i (?:asked|meant|want(?:ed)?)))\b",
-    r"vergiss (?:das|es|alles)\b",
+    r"vergiss (?:einfach |bitte |doch |mal )*(?:das|es|alles)\b",
     r"(?:lass uns |wir )?(?:fang(?:en)? (?:wir )?)?(?:noch ?mal )?von vorne"
     r"(?: an(?:fangen)?)?\s*(?:$|[.!?,])",
     r"oublie (?:ça|ca|tout|cela)\b|vergeet (?:het|dat|alles)(?: maar)?\b",
     r"(?:on )?recommen[cç]ons\b|reprenons (?:depuis le début|à zéro|a zero)\b",
     r"olvida (?:eso|esto|todo|lo que (?:dije|te dije))\b",
-    r"(?:empecemos|empezemos|volvamos a empezar) de (?:nuevo|cero)\b",
+    r"(?:empecemos|empezemos|empezamos|volvamos a empezar) de (?:nuevo|cero)\b",
     r"(?:lascia(?:mo)? perdere|laisse tomber|déjalo|olvídalo|esquece(?: isso)?|esqueça"
     r"|deixa (?:pra|para) lá|lass (?:es )?gut sein)\s*(?:$|[.!?,;])",
     r"dimentica (?:tutto|questo|quello che ho (?:detto|scritto))\b"
     r"|ricominciamo(?: da capo| da zero| daccapo)?\s*(?:$|[.!?,;])",
     r"(?:esquece|esqueça) (?:tudo|o que eu (?:disse|falei))\b"
-    r"|(?:vamos )?(?:começar de novo|recomeçar(?: do zero)?)\s*(?:$|[.!?,;])",
-)
-# Complaints that are unambiguous wherever they appear.
-_ANYWHERE_PHRASES = (
-    r"(?<!\bif )(?<!when )(?<!whether )(?<!unless )(?<!case )"
-    r"(?:you're|you are|ur|you've been) (?:still |clearly |obviously |totally |completely )?"
-    r"(?:confused|wrong|not listening|not getting it|not understanding|not reading"
-    r"|missing the point|making (?:this|that|things|stuff) up|going in circles|useless|hopeless"
-    r"|ignoring (?:me|what i|my))",
-    r"you (?:don't|do not|didn't|did not|aren't|are not|never) (?:understand|get it|listen"
-    r"|read (?:my|what)|answer(?:ed)? (?:my|the) question|paying attention)",
-    r"you keep (?:on )?\w+ing\b|contradicting yourself\b",
-    r"(?:that's|that is|this is|this isn't|that isn't|it's) (?:not|nothing like) what i"
-    r" (?:asked|said|meant|wanted|requested)\b",
-    r"not what i (?:asked|meant) for\b|^not what i (?:asked|meant)\b",
-    r"what are you (?:even )?talking about\b",
-    r"(?:clear|reset|wipe) (?:this|that|everything)(?: out)? and start"
-    r" (?:over|fresh|afresh|again)\b",
-    # "You've explained X three times", "Das hast du zum dritten Mal wiederholt", "Trzeci raz
-    # ta sama odpowiedź": a count of repetitions addressed to the assistant.
-    r"(?<!have )(?<!did )you(?:'ve| have)? (?:already )?(?:\w+ed|said|told|wrote|written|gave"
-    r"|given|shown|showed|sent) (?:\S+ ){0,5}(?:twice|three times|four times|several times"
-    r"|multiple times|(?:for )?the (?:second|third|fourth|fifth|umpteenth|\d+(?:nd|rd|th)) time)\b",
-    r"du\b[^.!?]{0,40}zum (?:zweiten|dritten|vierten|fünften|x-ten|wiederholten) mal\b"
-    r"|zum (?:zweiten|dritten|vierten|fünften|x-ten|wiederholten) mal\b[^.!?]{0,40}\bdu\b"
-    r"|tu\b[^.!?]{0,40}pour la (?:deuxième|troisième|quatrième|énième) fois\b"
-    r"|por (?:segunda|tercera|cuarta|enésima) vez\b[^.!?]{0,40}\b(?:me|has|tú)\b"
-    r"|per la (?:seconda|terza|quarta|ennesima) volta\b[^.!?]{0,40}\b(?:mi|hai|tu)\b"
-    r"|pela (?:segunda|terceira|quarta|enésima) vez\b[^.!?]{0,40}\b(?:me|você)\b"
-    r"|voor de (?:tweede|derde|vierde|zoveelste) keer\b[^.!?]{0,40}\b(?:je|jij)\b"
-    r"|(?:drugi|trzeci|czwarty|kolejny) raz (?:\w+ ){0,2}(?:ta sama|to samo|ten sam)\b",
-    r"(?:i'm|i am) (?:getting )?(?:really |so )?(?:tired|sick) of this\b"
-    r"|fed up with (?:this|you)\b",
-    r"tu (?:\w+ )?(?:mélanges|confonds) (?:tout|les|deux)\b|(?:lo )?(?:estás mezclando|mezclas)"
-    r" (?:todo|las|los|dos)\b|(?:stai mescolando|confondi|mescoli) (?:tutto|le|i|due)\b"
-    r"|(?:você )?(?:está misturando|misturou|confundiu) (?:tudo|as|os|duas|dois)\b"
-    r"|du (?:bringst|wirfst) (?:\w+ ){0,2}durcheinander\b|du verwechselst\b"
-    r"|je haalt (?:\w+ ){0,2}door elkaar\b|(?:pogubiłeś|pogubiłaś|pomyliłeś|pomyliłaś) się\b"
-    r"|się pogubiłeś|się pogubiłaś|nie (?:czytasz|słuchasz|rozumiesz)\b",
-    r"(?:clear|wipe|reset|erase) your (?:memory|context)\b",
-    r"ты (?:меня )?(?:не понимаешь|не слушаешь)|я (?:же )?(?:уже )?(?:сказал|говорил)[аи]?\b",
-    r"are you (?:even )?(?:listening|reading)\b|did you (?:even )?read (?:my|what)\b",
-    r"how many times (?:do|must|should|have) i\b",
-    r"i (?:told|asked) you (?:already|before|twice|three times|that already)\b",
-    r"(?:this|that|it) is (?:going nowhere|pointless|useless|hopeless|ridiculous|so frustrating)\b"
-    r"|(?:this|that)'s (?:going nowhere|pointless|useless|hopeless|ridiculous|so frustrating)\b",
-    r"(?:we're|we are) going (?:around |round )?in circles\b",
-    r"stop (?:repeating yourself|making (?:stuff|things) up|apologi[sz]ing and)\b",
-    r"(?:this|that) (?:is not|isn't) helping\b",
-    r"(?:that's|that is) (?:completely|totally|still|just) wrong\b",
-    r"du (?:verstehst|hörst) (?:mich |mir )?(?:\w+ )?(?:nicht|überhaupt nicht)\b"
-    r"|das (?:habe|hab) ich nicht (?:gefragt|gesagt|gemeint)\b",
-    r"tu ne (?:comprends|m'écoutes) (?:pas|rien)\b|ce n'est pas ce que j'ai (?:demandé|dit)\b",
-    r"no me (?:entiendes|escuchas)\b|(?:eso )?no es lo que (?:te )?(?:pregunté|pedí|dije)\b",
-    r"(?<!\bif )(?<!when )(?<!whether )(?<!unless )you(?:'re| are) (?:still |again |now )?"
-    r"(?:confusing \w+(?: \w+)? (?:with|and)\b"
-    r"|mixing (?:up|\w+ up)\b|not paying attention|misunderstanding (?:me|everything|what)"
-    r"|repeating yourself|overcomplicating (?:this|it))",
-    r"(?<!\bif )(?<!when )you(?:'ve| have)? (?:completely |totally |just |again )?"
-    r"(?:misunderstood|misread|ignored|confused everything"
-    r"|mixed (?:everything |it all |things )?up)\b"
-    r"|you (?:completely |totally )?misunderstand (?:me|everything|my|what|the question)\b",
-    # "You got the measurements wrong again", "that's the third time you …".
-    r"(?<!\bif )(?<!when )you(?:'ve| have)? got (?:\S+ ){1,3}wrong\b"
-    r"|(?:that's|that is|this is|it's) the (?:second|third|fourth|fifth|umpteenth|\d+(?:nd|rd|th))"
-    r" time (?:that )?you\b"
-    r"|(?:that's|that is|it's|it is) still (?:wrong|not (?:it|right"
-    r"|what i (?:asked|meant|wanted)))\b"
-    r"|why (?:are|do) you (?:still |keep )?\w+ing\b[^.?!]{0,60}\bagain\b",
-    r"you (?:still )?(?:haven't|have not) (?:answered|read|understood) (?:my|the|what)\b",
-    r"i(?:'ve| have)? (?:gave|given|told|sent|showed|shown) you (?:\w+ ){0,4}"
-    r"(?:twice|three times|already|before)\b",
-    r"i(?:'ve| have)? (?:said|mentioned|written|explained) (?:\w+ ){0,4}(?:twice|three times)\b",
-    r"read (?:my|the) (?:last |previous )?(?:message|question|messages) again\b",
-    r"(?<!come )(?:te l'ho|ti ho) (?:già )?(?:detto|scritto|spiegato)\b"
-    r"|non mi (?:ascolti|capisci|stai ascoltando)\b|non (?:hai capito|capisci) (?:niente|nulla)\b"
-    r"|non è (?:quello|ciò) che ho (?:chiesto|detto)\b|sei (?:confuso|confusa)\b"
-    r"|(?:ancora|di nuovo) sbagliato\b|non stai ascoltando\b",
-    r"(?<!como )(?:eu )?já (?:te )?(?:disse|falei|expliquei)\b"
-    r"|você não (?:está )?(?:entende|entendeu|entendendo|me ouve|ouvindo|escutando|lendo)\b"
-    r"|não (?:foi|é) isso que (?:eu )?(?:pedi|perguntei|disse)\b|você está confus[oa]\b"
-    r"|(?:errado de novo|de novo errado)\b",
-    r"(?<!como )ya te (?:lo )?(?:dije|he dicho|expliqué)\b|no (?:has entendido|entiendes) nada\b"
-    r"|estás confundid[oa]\b|no me estás escuchando\b|otra vez mal\b",
-    r"(?<!comme )je (?:te )?l'ai déjà dit\b|(?<!comme )je t'ai déjà dit\b"
-    r"|tu n'as (?:rien|pas) compris\b|tu répètes (?:encore )?la même chose\b"
-    r"|on tourne en rond\b|tu te trompes encore\b",
-    r"(?:habe|hab) ich (?:dir )?(?:doch )?(?:schon|bereits) (?:gesagt|geschrieben|erklärt)\b"
-    r"|du hörst (?:mir )?nicht zu\b|schon wieder falsch\b|wir drehen uns im kreis\b",
-    r"ты (?:опять |снова |же |вообще )?не (?:слушаешь|понял|поняла|понимаешь)|опять не то\b"
-    r"|я же (?:писал|писала)\b",
-    r"je (?:begrijpt|snapt) (?:er |het )?(?:niets|niks|niet)\b|je luistert niet\b"
-    r"|dat is niet wat ik (?:vroeg|bedoelde|zei)\b",
-    # Repeating itself, in every covered language.
-    r"(?:you(?:'re| are) )?repeating yourself\b|you repeat yourself\b|tu te répètes\b"
-    r"|du wiederholst dich\b|te (?:estás )?repites\b|ti (?:stai )?ripet(?:i|endo)\b"
-    r"|você (?:está )?se repet(?:e|indo)\b|je herhaalt (?:jezelf|je)\b|ты повторяешься"
-    r"|powtarzasz się\b"
-    r"|(?:that's|that is|it's|this is) (?:literally |just )?the same (?:answer|reply|list|thing)"
-    r" (?:as before|again)\b",
-    # Not reading what the user wrote: "are you even reading", "liest du überhaupt".
-    r"(?:is (?:this|it) (?:thing )?|are you |do you |did you )(?:even |actually )read(?:ing)?\b"
-    r"|please (?:actually |just )?read (?:what|my)\b"
-    r"|liest du (?:überhaupt|eigentlich|auch)\b|(?:kannst|könntest) du (?:bitte )?(?:mal |auch )?"
-    r"lesen,? was ich\b|tu (?:lis|as lu) (?:au moins|vraiment|même)\b"
-    r"|(?:siquiera|acaso|de verdad) lees\b|(?:ma |almeno )leggi (?:quello|cosa|i miei)\b"
-    r"|você (?:sequer |pelo menos |ao menos )?(?:lê|leu) o que\b"
-    r"|lees je (?:wel|eigenlijk|überhaupt)\b|ты (?:вообще |хоть )читаешь|czytasz (?:w ogóle|ty)\b",
-    # The user's own words already given: a count, or where ("at the start", "in my third
-    # message"), in every covered language.
-    r"i(?:'ve| have)? (?:already )?(?:said|told you|wrote|written|mentioned|explained)"
-    r" (?:\S+ ){0,5}"
-    r"(?:(?:two|three|four|five|several|many|\d+) times|at the (?:very )?(?:start|beginning)"
-    r"|in my (?:first|second|third|fourth|last|previous|\w+th) message)\b"
-    r"|(?:habe|hab) ich (?:dir )?(?:jetzt |doch |schon |bereits )*(?:zweimal|dreimal|viermal"
-    r"|mehrmals|x-mal|\d+ ?mal) (?:gesagt|erklärt|geschrieben)\b"
-    r"|ça fait (?:deux|trois|quatre|\d+) fois que tu\b"
-    r"|je (?:te )?l'ai (?:déjà )?(?:dit|écrit) (?:deux|trois|plusieurs|\d+) fois\b"
-    r"|(?:te )?lo (?:he dicho|dije) (?:dos|tres|varias|mil|\d+) veces\b"
-    r"|te l'ho (?:già )?(?:detto|scritto) (?:due|tre|mille|\d+) volte\b"
-    r"|já (?:te )?(?:disse|falei|escrevi) (?:isso )?(?:duas|três|várias|mil|\d+) vezes\b"
-    r"|(?:dat )?zei ik (?:toch |je )?al\b|ik heb (?:het|dat) (?:al )?(?:twee|drie|vaak|\d+)"
-    r" keer gezegd\b|я (?:уже )?(?:два|три|сто|\d+) раза? (?:сказал|писал|говорил)"
-    r"|(?:trzeci|drugi|kolejny) raz (?:piszesz|mówisz|podajesz)\b"
-    r"|(?:mówiłem|pisałem) (?:ci )?już\b",
-    # Making things up.
-    r"(?:stop|quit) (?:inventing|making (?:things|stuff) up|hallucinating)\b"
-    r"|you(?:'ve| have)? (?:just )?(?:invented|made up|hallucinated)\b"
-    r"|made[- ]up \w+(?: \w+)? you(?:'ve| have)? (?:given|shown|sent|suggested)\b"
-    r"|hör auf,? (?:\w+ )?zu erfinden\b|du erfindest\b|arrête d'inventer\b|tu inventes\b"
-    r"|deja de inventar\b|te (?:lo )?(?:estás )?invent(?:as|ando)\b|smettila di inventare\b"
-    r"|(?:para|pare) de inventar\b|você (?:está )?invent(?:a|ando|ou)\b|je verzint\b"
-    r"|хватит выдумывать|ты выдумываешь|przestań wymyślać\b|wymyślasz\b",
-    # Thanks that are none.
-    r"thanks for nothing\b|danke für nichts\b|merci pour rien\b|gracias por nada\b"
-    r"|grazie per niente\b|obrigad[oa] por nada\b|bedankt voor niks\b|dzięki za nic\b",
-    # Asking again what the user already said; telling the same again.
-    r"why (?:are you|do you keep) asking (?:me )?(?:that|this|again)\b|stop asking\b"
-    r"|warum fragst du (?:das |mich )?(?:schon )?wieder\b"
-    r"|erzählst du mir (?:schon |jetzt )?wieder\b"
-    r"|pourquoi tu (?:me )?(?:re)?demandes? (?:ça|encore)\b"
-    r"|por qué me (?:lo )?vuelves a preguntar\b|perché me lo (?:richiedi|chiedi di nuovo)\b"
-    r"|por que você (?:me )?pergunta isso de novo\b|waarom vraag je (?:dat|dit) (?:nou |nu )?"
-    r"(?:weer|opnieuw)\b|почему ты (?:опять|снова) спрашиваешь|dlaczego (?:znowu|znów) pytasz\b"
-    r"|(?<!\bif )(?<!when )you(?:'re| are) (?:still )?\w+ing\b[^.?!]{0,60}\bagain\b",
+    r"|(?:vamos )?(?:começar (?:de novo|do zero)|recomeçar(?: do zero)?)\s*(?:$|[.!?,;])",
 )
 # Japanese has no spaces, so its phrases cannot wait for a word boundary.
 _JAPANESE = r"そういう意味じゃな|そうじゃなくて|最初からやり直|話を聞いてな"
@@ -238,7 +103,7 @@ _JAPANESE = r"そういう意味じゃな|そうじゃなくて|最初からや�
 # words: the per-message cost is dominated by this one search.
 _FRUSTRATION = rx(
     f"(?:{_LEAD}(?:{'|'.join(_CLAUSE_PHRASES)}))"
-    f"|\\b(?:{'|'.join(_ANYWHERE_PHRASES)})|(?:{_JAPANESE})"
+    f"|\\b(?:{'|'.join(ANYWHERE_PHRASES)})|(?:{_JAPANESE})"
 )
 # A complaint inside a task ("translate …", "write a reply saying …") is not about us.
 _REPORTING = rx(
@@ -265,14 +130,46 @@ _ACKNOWLEDGES = rx(
 # checkpoint", "reset the consumer offsets"): the rules do not take them as a complaint, and
 # neither does the similarity, which cannot tell the object apart.
 _RESETS_WORK = rx(
-    r"\b(?:start(?:ing)? over|start again|reset|restart|clear|wipe|redo|forget)\s+"
+    r"\b(?:(?:start(?:ing)? over|start again|reset|restart|clear|wipe|redo|forget)\s+"
     r"(?:the|my|our|this|that|these|those|a|an|all the|every)\s+"
     r"(?!(?:conversation|chat|context|thread|discussion|whole conversation|whole chat)\b)\w"
+    # The same in the other covered languages: a reset verb, then a piece of the work ("resetear
+    # la tensión", "recommencer la liste", "ricomincio da capo con le schede"), or, in German
+    # and Dutch, the piece first ("das Formular zurücksetzen").
+    r"|(?:resetear|reiniciar|empezar de nuevo|volver a empezar|borrar|rehacer)\s+(?:con\s+)?"
+    r"(?:el|la|los|las|mi|mis|todo el|toda la|todos los|todas las)\s+"
+    r"(?!(?:conversación|chat|conversa)\b)\w|empezar de nuevo a \w+r\b"
+    r"|(?:recommencer|recommence|reprendre|réinitialiser|refaire|effacer)\s+"
+    r"(?:tout |toute |toutes |tous )?(?:le|la|les|l'|mon|ma|mes)\s*"
+    r"(?!(?:conversation|discussion|chat)\b)\w"
+    r"|(?:ricominci\w*|resettare|azzerare|rifare|cancellare)\s+(?:da capo\s+|daccapo\s+)?"
+    r"(?:con\s+)?(?:il|lo|la|i|gli|le|l'|mio|mia|miei|mie|tutto il|tutta la)\s*"
+    r"(?!(?:conversazione|chat)\b)\w"
+    r"|(?:recomeçar|resetar|reiniciar|zerar|refazer|começar de novo)\s+(?:com\s+)?"
+    r"(?:o|a|os|as|meu|minha|meus|minhas|todo o|toda a)\s+(?!(?:conversa|chat)\b)\w"
+    r"|(?:den|die|das|dem|meine?n?|unsere?n?)\s+\w+\s+(?:zurücksetzen|neu starten|löschen"
+    r"|neu anfangen|von vorne anfangen)\b|(?:de|het|mijn)\s+\w+\s+(?:resetten|wissen"
+    r"|opnieuw (?:beginnen|doen))\b|opnieuw beginnen met\b"
+    r"|(?:zacząć|zaczynać|zaczynam|zacznę) od nowa (?:od|z)\s+\w|zresetować\s+\w"
+    r"|начать \w+ заново|сбросить \w+"
+    r")"
+)
+# A follow-up question that builds on the answer ("hm. and if that doesn't help?", "ok. und wie
+# merk ich mir das?", "et si je …?"): it opens, after at most a short interjection, with "and",
+# "so" or "what if" in a covered language. Not a complaint by its similarity to one.
+_FOLLOWS_UP = rx(
+    r"^\W*(?:(?:hm+|ok(?:ay)?|ah+|oh|alright|right|gut|bon|vale|ja|yes|mhm|d'accord|va bene"
+    r"|dobra|ну)\W+)?(?:and|und|et|y|e|en|so|also|donc|alors|dann|entonces|então|quindi|dus"
+    r"|więc|what if|how about|und wenn|et si|y si|e se|en als|и|а если)\b[^.!]*\?\s*$"
 )
 
 
 def resets_work(plain: str) -> bool:
     return _RESETS_WORK.search(plain) is not None
+
+
+def follows_up(plain: str) -> bool:
+    return _FOLLOWS_UP.search(plain) is not None
 
 
 def acknowledges(plain: str) -> bool:

@@ -48,7 +48,8 @@ MAX_EMBED_CHARS = MAX_QUERY_CHARS
 # Generic complaints about the conversation, one or two per shape (not listening or reading,
 # not what was asked, the user's words already given, repeating itself, ignoring or
 # contradicting what was said, going in circles, making things up, mixing things up, wrong
-# again, starting over) in each covered language. Written as general phrasings, not taken from
+# again, starting over, contradicting itself, said at the start, sarcastic thanks, an answer
+# about something else) in each covered language. Written as general phrasings, not taken from
 # any evaluation case.
 COMPLAINTS = (
     "you are not listening to me",
@@ -85,6 +86,15 @@ COMPLAINTS = (
     "lees je wel wat ik schrijf? dat zei ik al drie keer",
     "nie słuchasz mnie, nie o to pytałem",
     "czy ty w ogóle czytasz moje wiadomości? pisałem to już kilka razy",
+    "you contradict yourself, first you said one thing and now the opposite",
+    "I said that at the very beginning, why are you suggesting something else?",
+    "wow, very helpful, thanks for nothing",
+    "that has nothing to do with what I asked",
+    "du widersprichst dir, ich hab das doch ganz am anfang geschrieben",
+    "tu te contredis, je te l'ai dit dès le début",
+    "te contradices, te lo dije desde el principio",
+    "ti contraddici, te l'ho detto all'inizio",
+    "você se contradiz, eu falei isso logo no começo",
 )
 # Messages that are no complaint about the conversation but share its surface: thanks,
 # follow-ups, a new request, annoyance at somebody or something else, in the same languages. A

@@ -5,9 +5,12 @@ precision. A new subject is opened by asking for something (`asks`), so a plain 
 never counts as a shift; nor does a message that points back (`points_back`: "and what
 about…", "is that normal?", a yes/no question about something on the table in any covered
 language, a "he" or "she" the message did not introduce itself). An explicit
-cue ("by the way", "unrelated question", "nothing to do with this", "übrigens", "przy okazji")
-loosens the threshold (`has_cue`), where it opens a sentence: deeper inside one the same words
-describe the subject ("… on the new topic").
+cue ("by the way", "unrelated question", "nothing to do with this", "übrigens", "przy okazji",
+"before I forget") loosens the threshold (`has_cue`), where it opens a sentence: deeper inside
+one the same words describe the subject ("… on the new topic"). A cue counts only when it
+announces a request or stands alone (`cued_request`): "btw, the wall is plasterboard" adds a
+detail. A message that opens by acknowledging the answer ("Alright. What next?") reacts to it
+and points back. Question words count in every covered language, also without a question mark.
 Every pattern is compiled once at import.
 """
 
@@ -36,7 +39,11 @@ _SHIFT_CUE = rx(
     r"|nic wspólnego|другой вопрос|другая тема|не по теме|кстати"
     r"|(?:kurze )?frage zwischendurch|question (?:à part|annexe)|pregunta aparte"
     r"|domanda a parte|pergunta à parte|vraag tussendoor|pytanie na marginesie"
-    r"|вопрос не по теме)\b|ところで|話は変わ"
+    r"|вопрос не по теме"
+    # "Before I forget" announces something new in every covered language.
+    r"|before i forget|bevor ich(?:'s| es)? vergesse|avant que j'oublie"
+    r"|antes de que se me olvide|prima che me ne dimentichi|antes que eu (?:me )?esqueça"
+    r"|voor ik het vergeet|zanim zapomnę|пока не забыл)\b|ところで|話は変わ"
 )
 # A cue counts where it opens a sentence (within its first few words: "Oh, random question:",
 # "Una curiosità che non c'entra niente:"); deeper in a sentence the same words describe the
@@ -83,7 +90,9 @@ _POLAR_QUESTION = rx(
     r"|devo|dovrei|posso|potrei|potrebbe|ha senso|serve|basta|deveria|pode ser"
     r"|(?:is|zijn|moet|moeten|kan|kunnen|mag|zou|heb|hebben|heeft|wordt|klopt)"
     r" (?:ik|we|wij|het|er|dat|dit|die|deze|hij|ze|mijn|onze|de|een)"
-    r"|стоит|нужно|можно|надо|может)\b"
+    r"|стоит|нужно|можно|надо|может"
+    # "Is there …?" in the other languages, and the Polish yes/no particle.
+    r"|gibt es|y a-t-il|il y a|c'è|ci sono|há|existe|czy)\b"
 )
 # A new subject is opened by asking for something; a plain statement ("The soil stays wet")
 # adds detail to the current one.
@@ -94,7 +103,41 @@ _ASKS = rx(
     r"|convert|find|calculate|i need|i want|i'd like|i would like|i'm looking for|looking for"
     r"|how|what|which|who|where|when|why|kannst du|können sie|bitte|erkläre|schreib|wie|was"
     r"|welche|peux-tu|pouvez-vous|explique|écris|comment|quel|quelle|puedes|explica|escribe"
-    r"|cómo|qué|cuál|посоветуй|помоги|расскажи|объясни|напиши|как|что|какой|какие)\b"
+    r"|cómo|qué|cuál|посоветуй|помоги|расскажи|объясни|напиши|как|что|какой|какие"
+    # Question words and requests of the other covered languages (a chat question often
+    # goes without its question mark: "wat is de hoofdstad van noorwegen").
+    r"|wo|wann|warum|wieso|wer|gib mir|hilf mir|empfiehl|où|quand|pourquoi|combien|donne-moi"
+    r"|aide-moi|dónde|cuándo|por qué|cuánto|cuánta|cuántos|cuántas|dame|recomiéndame"
+    r"|cosa|quale|quali|dove|perché|puoi|potresti|mi consigli|come (?:si|faccio|posso)"
+    r"|o que|qual|quais|onde|por que|você pode|pode me|como (?:faço|posso|se)|wat|hoe|welke"
+    r"|waar|wanneer|waarom|wie|kun je|kunt u|kan je|jak|co(?=\s)|jaki|jaka|jakie|gdzie|kiedy"
+    r"|dlaczego|możesz|pomóż|poleć)\b"
+)
+
+
+# A message that opens by acknowledging the answer ("Alright. What would you measure first?",
+# "ok, e poi come mi alleno?") reacts to it: without a cue it continues the topic.
+_ACK_START = rx(
+    r"^\W*(?:(?:ok(?:ay)?|alright|all right|got it|thanks|thank you|great|perfect|cool|nice|fine"
+    r"|understood|makes sense|merci|danke|gracias|grazie|obrigad[oa]|bedankt|dzięki|d'accord"
+    r"|vale|va bene|verstanden|alles klar|entendido|capito|entendi|parfait|perfecto|perfetto"
+    r"|perfeito|super|top|dobrze|спасибо|понятно|хорошо|ясно)\b\W*?)+[.!,;:]"
+)
+# What may stand between a cue and the request it announces: "by the way, unrelated, how …",
+# "totally unrelated but can you …", "random question: is it …".
+_AFTER_CUE = rx(
+    r"^(?:\W|\b(?:but|mais|aber|pero|ma|mas|maar|ale|но|unrelated|question|quick|random|totally"
+    r"|completely|separate|though|anyway|one more|was ganz anderes|etwas anderes)\b)*"
+)
+
+
+_SENTENCE_END = rx(r"[.!?？\n]")
+# A request put as a wish, anywhere in the cue's sentence ("we'd like to take her away …").
+_WISH = rx(
+    r"\b(?:i|we)(?:'d| would)? (?:need|want|like|love)\b|\blooking for\b|\bich (?:brauche|suche"
+    r"|möchte|will)\b|\bje (?:cherche|voudrais|veux)\b|\b(?:quiero|quisiera|necesito|busco)\b"
+    r"|\b(?:vorrei|voglio|cerco)\b|\b(?:quero|queria|preciso)\b|\bik (?:wil|zoek|zou graag)\b"
+    r"|\b(?:chcę|chciałbym|chciałabym|szukam|potrzebuję)\b"
 )
 
 
@@ -102,7 +145,9 @@ def asks(text: str) -> bool:
     return _ASKS.search(text) is not None
 
 
-def has_cue(text: str) -> bool:
+def _cue_ends(text: str) -> list[int]:
+    """Where each cue that opens a sentence ends."""
+    ends = []
     for cue in _SHIFT_CUE.finditer(text):
         # Only the few words before the cue matter: a bounded look-back keeps a long message
         # full of cue words linear.
@@ -112,13 +157,40 @@ def has_cue(text: str) -> bool:
             continue  # no sentence start near: the cue is deep inside a long sentence
         lead = text[starts[-1] if starts else 0 : cue.start()]
         if len(lead.split()) <= _CUE_LEAD_WORDS:
+            ends.append(cue.end())
+    return ends
+
+
+def has_cue(text: str) -> bool:
+    return bool(_cue_ends(text))
+
+
+def cued_request(text: str) -> bool:
+    """Does a cue that opens a sentence announce a request ("btw, how do I …", "random
+    question, is it …", "Different topic: I need …"), or stand alone ("Change of subject.")?
+    A cue that introduces a statement ("übrigens, die Fenster sind einfachverglast", "by the
+    way, the duplicates only happen on partition 3. Does that tell you anything?") adds a
+    detail to the current subject, whatever is asked after it."""
+    for end in _cue_ends(text):
+        rest = text[end:]
+        filler = _AFTER_CUE.match(rest)  # (it always matches, if only the empty string)
+        rest = rest[filler.end() :] if filler else rest
+        stop = _SENTENCE_END.search(rest)
+        sentence = rest if stop is None else rest[: stop.end()]
+        if (
+            len(sentence.split()) <= 1
+            or asks(sentence)
+            or _POLAR_QUESTION.match(sentence)
+            or _WISH.search(sentence)
+        ):
             return True
     return False
 
 
 def points_back(text: str) -> bool:
     return bool(
-        _CONTINUATION_START.search(text)
+        _ACK_START.search(text)
+        or _CONTINUATION_START.search(text)
         or _POLAR_QUESTION.search(text)
         or _BACK_REFERENCE.search(text)
         or _names_nobody_new(text)

@@ -192,6 +192,16 @@ class Retriever:
             if h.score >= SEMANTIC_FLOOR and h.score >= best - SEMANTIC_MARGIN
         ]
 
+    async def closeness(
+        self, text: str, documents: Collection[int], *, earlier: Sequence[str] = ()
+    ) -> dict[int, float]:
+        """How close each of `documents` (already within the caller's scope) is to `text` and
+        the messages before it: its best chunk's cosine; empty without an embedder."""
+        if self.embedder is None or not text.strip() or not documents:
+            return {}
+        index = await self._vectors()
+        return index.closest(await self.query_vector(text, earlier), documents)
+
     async def query_vector(self, text: str, earlier: Sequence[str] = ()) -> bytes:
         """One query vector for `text` and the messages before it: the weighted mean of each
         message's own vector (each step back weighs `EARLIER_WEIGHT` times the next),

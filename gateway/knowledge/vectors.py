@@ -61,6 +61,7 @@ class VectorIndex:
         self.chunks = [int(r["chunk"]) for r in rows]
         self.documents = [int(r["document"]) for r in rows]
         self.scopes = [r["scope"] for r in rows]
+        self._rows_of: dict[int, list[int]] | None = None  # document -> its rows, when asked
         self.dim = dim
         blobs = [bytes(r["vector"]) for r in rows if len(r["vector"]) == dim * 4]
         if len(blobs) != len(rows):
@@ -73,6 +74,27 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return len(self.chunks)
+
+    def closest(self, query: bytes, documents: Collection[int]) -> dict[int, float]:
+        """Each of `documents`' best similarity to `query` (over its chunks; a document with
+        no vector is left out)."""
+        if self._rows_of is None:
+            self._rows_of = {}
+            for i, document in enumerate(self.documents):
+                self._rows_of.setdefault(document, []).append(i)
+        rows = [i for d in set(documents) for i in self._rows_of.get(d, ())]
+        if not rows:
+            return {}
+        if HAVE_NUMPY:
+            sims = [float(x) for x in self._matrix[rows] @ np.frombuffer(query, dtype="<f4")]
+        else:
+            qv = _floats(query)
+            sims = [sum(a * b for a, b in zip(self._matrix[i], qv, strict=True)) for i in rows]
+        best: dict[int, float] = {}
+        for i, sim in zip(rows, sims, strict=True):
+            document = self.documents[i]
+            best[document] = max(best.get(document, -1.0), sim)
+        return best
 
     def search(self, query: bytes, visible: Collection[str], limit: int) -> list[VectorHit]:
         if not self.chunks:

@@ -23,10 +23,12 @@ from gateway.core.scope import Scope
 from gateway.knowledge.retrieval import Retriever
 from gateway.knowledge.rules import PathRules
 from gateway.suggestions.relevance import (
+    SEMANTIC_AGREEMENT,
     SEMANTIC_LIFT,
     Match,
     lexical,
     lifted,
+    moves_on,
     spelled,
     stem,
     weights,
@@ -103,6 +105,21 @@ def age(ms: int) -> str:
     return f"{hours} h ago" if hours >= 1 else "just now"
 
 
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a turn asks about: the conversation's terms (each mapped to the word it was spelled
+    as), the current message's own terms, and each term's weight."""
+
+    query: dict[str, str]
+    current: frozenset[str]
+    weights: dict[str, float]
+
+    def match(self, title: str, body: str) -> Match:
+        """The item's lexical match; none when it is only about the earlier messages."""
+        found = lexical(self.query, title, body, self.weights)
+        return found if found.speaks_to(self.current) else Match(0.0, ())
+
+
 def _topic(match: Match) -> str:
     return ", ".join(match.shared[:3])
 
@@ -145,7 +162,10 @@ class Finder:
         `exclude` (keys)."""
         if limit <= 0:
             return []
+        if moves_on(text):
+            recent = ()  # a new subject: what came before is not what this is about
         query = spelled(text)
+        current = frozenset(query)
         for earlier in recent[-2:]:
             query = {**spelled(earlier), **query}
         if not query:
@@ -157,10 +177,11 @@ class Finder:
         full = "\n".join(conversation)
         if total >= LARGE_INDEX:
             full = " ".join(search_words(raw, total, frequency))
+        asked = Asked(query, current, w)
         found = await asyncio.gather(
-            self._documents(scope, full, conversation, query, w, min_relevance),
-            self._memories(scope, full, query, w),
-            self._followups(scope, full, query, w),
+            self._documents(scope, full, conversation, asked, min_relevance),
+            self._memories(scope, full, asked),
+            self._followups(scope, full, asked),
         )
         ranked = sorted(
             (c for group in found for c in group if c.key not in exclude),
@@ -175,8 +196,7 @@ class Finder:
         scope: Scope,
         text: str,
         conversation: Sequence[str],
-        query: dict[str, str],
-        w: dict[str, float],
+        asked: Asked,
         min_relevance: float,
     ) -> list[Candidate]:
         visible = self.rules.visible(scope)
@@ -194,20 +214,30 @@ class Finder:
         for doc in docs.values():
             picked = [chunks[c] for c in hits[doc.id].chunks[:1] if c in chunks]
             body = "\n".join(f"{c.heading}\n{c.text}" for c in picked)
-            match = lexical(query, doc.title, body, w)
+            match = asked.match(doc.title, body)
             if match.relevance > 0:
                 scored.append((doc, picked, body, match))
-        # The semantic similarity can only lift a lexical match by SEMANTIC_LIFT: the message is
-        # embedded only when that could bring a candidate up to `min_relevance`. Each message
-        # is embedded alone and the vectors blended (`Retriever.query_vector`): the earlier
-        # ones are in the embedder's cache from their own turns.
+        # The semantic similarity can only lift a lexical match by SEMANTIC_LIFT, and a match
+        # whose document is not near the conversation at all (below SEMANTIC_AGREEMENT) is
+        # dropped: its shared words are used in another sense ("the red star cluster in Orion"
+        # and the runbook for a red search cluster). The message is embedded only when a
+        # candidate could reach `min_relevance`. Each message is embedded alone and the vectors
+        # blended (`Retriever.query_vector`): the earlier ones are in the embedder's cache from
+        # their own turns.
         cosines: dict[int, float] = {}
+        near: dict[int, float] = {}
         if self.embedder and any(m.relevance + SEMANTIC_LIFT >= min_relevance for *_, m in scored):
-            found = await self.retriever.semantic(conversation[-1], visible,
-                                                  earlier=conversation[:-1])  # fmt: skip
+            earlier = conversation[:-1]
+            documents = [d.id for d, *_ in scored]
+            found, near = await asyncio.gather(
+                self.retriever.semantic(conversation[-1], visible, earlier=earlier),
+                self.retriever.closeness(conversation[-1], documents, earlier=earlier),
+            )
             cosines = {h.document: h.score for h in found}
         out = []
         for doc, picked, body, match in scored:
+            if near.get(doc.id, 1.0) < SEMANTIC_AGREEMENT:
+                continue
             relevance = lifted(match.relevance, cosines.get(doc.id))
             first = picked[0].text if picked else doc.title
             out.append(self._document(scope, doc, match, relevance, first, body, given))
@@ -256,9 +286,7 @@ class Finder:
 
     # --- the user's own items ---------------------------------------------------------
 
-    async def _memories(
-        self, scope: Scope, text: str, query: dict[str, str], w: dict[str, float]
-    ) -> list[Candidate]:
+    async def _memories(self, scope: Scope, text: str, asked: Asked) -> list[Candidate]:
         if scope.in_group:  # a user's memories never go where a group reads them
             return []
         found = await self.memories.search(scope.user_pk, text, MEMORY_CANDIDATES)
@@ -268,7 +296,7 @@ class Finder:
         for memory in found:
             if memory.created_ms >= scope.now_ms:  # saved during this turn: nothing to remind of
                 continue
-            match = lexical(query, memory.text, "", w)
+            match = asked.match(memory.text, "")
             relevance = match.relevance
             if relevance <= 0:
                 continue
@@ -286,14 +314,12 @@ class Finder:
             )
         return out
 
-    async def _followups(
-        self, scope: Scope, text: str, query: dict[str, str], w: dict[str, float]
-    ) -> list[Candidate]:
+    async def _followups(self, scope: Scope, text: str, asked: Asked) -> list[Candidate]:
         # Not one registered during this turn: the user just asked for it.
         found = await self.store.followups(scope.user_pk, scope.chat_pk, before_ms=scope.now_ms)
         out = []
         for item in found:
-            match = lexical(query, item.what, item.why, w)
+            match = asked.match(item.what, item.why)
             relevance = match.relevance
             if relevance <= 0:
                 continue

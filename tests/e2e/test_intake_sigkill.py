@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -128,7 +128,9 @@ def uncertain(db: Path) -> set[int]:
     return {int(m.group(1)) for (text,) in rows if (m := re.fullmatch(ECHO, text))}
 
 
-def check(expected: dict[int, object], replies: list[tuple[int, object]], unsure: set[int]) -> None:
+def check(
+    expected: Mapping[int, object], replies: Sequence[tuple[int, object]], unsure: set[int]
+) -> None:
     counts = Counter(n for n, _ in replies)
     assert [n for n, k in counts.items() if k > 1] == [], "answered twice"
     assert set(expected) - set(counts) - unsure == set(), "lost without a trace"
@@ -269,7 +271,7 @@ async def test_slack_sigkill_during_a_burst_loses_and_doubles_nothing(tmp_path: 
             async with asyncio.timeout(120), api.changed:
                 await api.changed.wait_for(lambda: {n for n, _ in echoes(api)} >= wanted)
             assert await child.stop(kill=False) == 0, child.log.read_text()[-3000:]
-    check(sender.expected, echoes(api), unsure)  # type: ignore[arg-type]
+    check(sender.expected, echoes(api), unsure)
 
 
 def echoes(api: FakeSlackAPI) -> list[tuple[int, str]]:

@@ -9,7 +9,7 @@ request of a click on a button of a posted message (`buttons_of` lists a post's 
 Socket Mode: `apps.connections.open` hands out the `/ws` socket; every connection is kept in
 `sockets` and every ack in `acks`. Like Slack, an envelope whose socket ends before it was
 acked is delivered again (`retry_attempt` + 1) on an open socket, at once or once one opens
-(`redelivered` counts them).
+(`redelivered` counts them); an envelope pushed while no socket is open waits for one.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class FakeSlackAPI:
         self.acks: list[dict[str, Any]] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.ended: list[web.WebSocketResponse] = []  # sockets whose connection is over
-        self.unacked: dict[str, tuple[web.WebSocketResponse, dict[str, Any]]] = {}
+        # envelope id -> (the socket it went to, or None while it waits for one; the envelope)
+        self.unacked: dict[str, tuple[web.WebSocketResponse | None, dict[str, Any]]] = {}
         self.redelivered = 0
 
     def rate_limit(self, times: int, retry_after: str = "0") -> None:
@@ -126,15 +127,19 @@ class FakeSlackAPI:
         if not live:
             return
         for ws, envelope in list(self.unacked.values()):
-            if ws in self.ended or ws.closed:
+            if ws is None:  # never delivered: no socket was open
+                await self._send(live[-1], envelope)
+            elif ws in self.ended or ws.closed:
                 again = envelope | {"retry_attempt": int(envelope.get("retry_attempt", 0)) + 1,
                                     "retry_reason": "timeout"}  # fmt: skip
                 self.redelivered += 1
                 await self._send(live[-1], again)
 
-    async def _send(self, ws: web.WebSocketResponse, envelope: dict[str, Any]) -> None:
+    async def _send(self, ws: web.WebSocketResponse | None, envelope: dict[str, Any]) -> None:
+        """To `ws`, or held until a socket opens when it is None."""
         self.unacked[str(envelope["envelope_id"])] = (ws, envelope)
-        await ws.send_json(envelope)
+        if ws is not None:
+            await ws.send_json(envelope)
 
     async def push_event(self, envelope_id: str, body: str) -> None:
         envelope = {
@@ -144,7 +149,8 @@ class FakeSlackAPI:
             "retry_attempt": 0,
             "payload": json.loads(body),
         }
-        await self._send(self.sockets[-1], envelope)
+        live = self.open_sockets()
+        await self._send(live[-1] if live else None, envelope)
 
     async def push_interactive(self, envelope_id: str, form_body: str) -> None:
         """A button click over the socket: the payload of `action_body`'s form, enveloped."""
@@ -155,7 +161,8 @@ class FakeSlackAPI:
             "accepts_response_payload": True,
             "payload": json.loads(payload),
         }
-        await self._send(self.sockets[-1], envelope)
+        live = self.open_sockets()
+        await self._send(live[-1] if live else None, envelope)
 
     async def respond(self, request: web.Request) -> web.Response:
         self.responses.append(json.loads(await request.read()))

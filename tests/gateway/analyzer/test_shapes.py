@@ -1,9 +1,10 @@
-"""Complaint shapes in several languages, the complaint prototypes' calibration, and the
-session's own similarity baseline for topic shifts."""
+"""Complaint shapes in several languages, the complaint prototypes' calibration, the
+session's own similarity baseline for topic shifts, and which messages may open a new subject
+(cued requests, acknowledgements, questions without their question mark)."""
 
 import pytest
 
-from gateway.analyzer.detect import Params, analyze, is_frustrated, read
+from gateway.analyzer.detect import Params, analyze, is_frustrated, read, similar_complaint
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import Prototypes, cohesion
 from gateway.analyzer.structure import has_cue
@@ -108,3 +109,130 @@ def test_a_session_of_alike_messages_lowers_the_topic_score() -> None:
     looser = analyze(text, [], with_baseline, vector=message, recent_vectors=[a, b])
     assert looser.score is not None and looser.score > lowered.score
     assert read(text).candidate
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # contradicting itself
+        "You contradicted yourself about the paint.",
+        "du widersprichst dir schon wieder",
+        "tu te contredis complètement",
+        "te contradices cada vez",
+        "ti contraddici di continuo",
+        "vc tá se contradizendo",
+        "je spreekt jezelf tegen",
+        "przeczysz sam sobie",
+        # going in circles
+        "this is going round in circles",
+        "tu tournes en rond avec ce budget",
+        "estamos dando vueltas sin avanzar",
+        "você está andando em círculos",
+        "du drehst dich im Kreis",
+        "kręcimy się w kółko",
+        # the user's words given at the start or in a named message
+        "I told you right at the start it runs on batteries.",
+        "The size is in my first message.",
+        "ich hab dir gleich am anfang gesagt, dass es Holz ist",
+        "je te l'ai dit dès le début, c'est en laine",
+        "te lo dije desde el principio, es de madera",
+        "te l'ho scritto all'inizio che è di legno",
+        "eu disse logo no início que é de madeira",
+        "ik zei in het begin al dat het hout is",
+        "pisałem na początku, że to drewno",
+        # counted repetitions and "you keep …" in the other languages
+        "That's the 4th time you've recommended the same shop.",
+        "c'est la troisième fois que tu me proposes ça",
+        "es la tercera vez que me preguntas lo mismo",
+        "è la terza volta che mi chiedi la stessa cosa",
+        "por que você fica repetindo a mesma coisa?",
+        "me lo vuelves a explicar igual",
+        "je blijft maar hetzelfde voorstellen",
+        # not reading, an answer about something else, dropping the conversation
+        "tu lis pas ce que je t'envoie",
+        "du liest nicht, was ich schreibe",
+        "This has nothing to do with what I asked.",
+        "nada que ver con lo que te pregunté",
+        "Let's scrap this whole conversation.",
+        "well, start over then",
+        "bon, on recommence",
+        "vergiss einfach alles, bitte",
+        # praise with an eye-roll
+        "great, really useful 🙄",
+        "danke für nix",
+    ],
+)
+def test_more_complaint_shapes_in_several_languages(text: str) -> None:
+    assert is_frustrated(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm fed up with this landlord, can I break the lease?",
+        "I'm so tired of this weather",
+        "The round and round stitch pattern, how do I close it?",
+        "My teacher told me at the start that it takes a year. Is that true?",
+        "thanks, really useful! 👍",
+    ],
+)
+def test_look_alikes_of_the_newer_shapes_are_not_complaints(text: str) -> None:
+    assert not is_frustrated(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "flag"),
+    [
+        ("I'll clear the cache and restart the server", "work_reset"),
+        ("voy a resetear la máquina y empezar de nuevo a coser", "work_reset"),
+        ("je vais recommencer la manche depuis le début", "work_reset"),
+        ("kann ich das Formular zurücksetzen?", "work_reset"),
+        ("ricomincio da capo con il primo capitolo", "work_reset"),
+        ("hm. and if that doesn't work either?", "follow_up"),
+        ("ok. und wie oft muss ich das machen?", "follow_up"),
+        ("et si je le laisse sécher une nuit ?", "follow_up"),
+    ],
+)
+def test_reset_words_about_the_work_and_follow_ups_keep_the_similarity_out(
+    text: str, flag: str
+) -> None:
+    reading = read(text)
+    assert getattr(reading, flag)
+    assert not reading.complains
+    assert not similar_complaint(reading, 0.99, Params())  # however close to a complaint
+
+
+def test_a_cue_keeps_the_similarity_out() -> None:
+    reading = read("by the way, the frame is aluminium")
+    assert reading.cue and not similar_complaint(reading, 0.99, Params())
+    assert similar_complaint(read("the frame is aluminium, again"), 0.99, Params())
+
+
+@pytest.mark.parametrize(
+    ("text", "candidate"),
+    [
+        # a cue that announces a request, or stands alone
+        ("btw how do I descale a kettle", True),
+        ("random question, is it ok to freeze bread twice", True),
+        ("Totally unrelated but can you recommend a podcast", True),
+        ("Change of subject. My sister's wedding is in May, what should I wear?", True),
+        ("Different topic: I need a gift for a ten-year-old.", True),
+        ("oh before I forget, how do I remove rust from scissors", True),
+        # a cue that introduces a detail about the current subject
+        ("by the way, the wall is plasterboard", False),
+        ("btw the oven is a fan oven. Does that change the time?", False),
+        ("übrigens, der Rahmen ist aus Alu, falls das wichtig ist", False),
+        ("por cierto, el tejido es algodón", False),
+        # an acknowledgement, then a question: it reacts to the answer
+        ("Alright. Which one would you try first?", False),
+        ("ok, e poi quanto tempo aspetto?", False),
+        # "is there …" in other languages asks about something on the table
+        ("gibt es dafür einen Trick?", False),
+        ("y a-t-il une astuce pour ça ?", False),
+        # a question word without its question mark, in the other languages
+        ("wat is de beste manier om brood te bakken", True),
+        ("jak zrobić dobrą kawę w domu", True),
+    ],
+)
+def test_which_messages_may_open_a_new_subject(text: str, candidate: bool) -> None:
+    assert read(text).candidate is candidate

