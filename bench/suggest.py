@@ -1,6 +1,6 @@
 """Inline suggestions: quality on the labelled set, and the latency a turn gains.
 
-    python -m bench.suggest quality [--set labelled|labelled2|…|labelled6|dev]
+    python -m bench.suggest quality [--set labelled|labelled2|…|labelled7|dev]
         [--semantic]
     python -m bench.suggest latency [--items 10000] [--turns 300] [--semantic] [--in-turn]
 
@@ -70,6 +70,7 @@ LABELLED_SETS = {
     "labelled4": ROOT / "tests/data/suggestions4",
     "labelled5": ROOT / "tests/data/suggestions5",
     "labelled6": ROOT / "tests/data/suggestions6",
+    "labelled7": ROOT / "tests/data/suggestions7",
 }
 DEV = ROOT / "tests/gateway/suggestions/dev_cases.jsonl"
 CORPUS = ROOT / "tests/data/knowledge/corpus"

@@ -34,6 +34,8 @@ _VAGUE_TEXT = """
     other others every each another thing place part end keep under over zero one two three
     four five six seven eight nine ten half hour hours minute minutes night overnight
     monday tuesday wednesday thursday friday saturday sunday weekend write wrote
+    whether during longer ask asks asked asking noticed noticing ran kept getting got put
+    take took give gave try tried trying use used using
     """
 # A message that opens with one of these says it changes the subject: the earlier messages do
 # not count towards what it is about (lowercase, matched at the start, punctuation ignored).
@@ -41,7 +43,9 @@ _MOVING_ON_TEXT = """
     anyway|anyhow|btw|by the way|unrelated|totally unrelated|different topic|different question
     |different thing|other thing|another thing|another question|changing subject|changing the
     subject|change of subject|on another note|on a different note|off topic|random question
-    |random q|quick tangent|tangent|side question|new topic|autre chose|rien à voir|au fait
+    |random q|random thing|quick tangent|tangent|side question|new topic|new subject|different
+    subject|change of topic|switching topics|switching gears|on an unrelated note|autre chose
+    |rien à voir|au fait
     |sans rapport|changement de sujet|übrigens|ganz andere frage|anderes thema|was anderes
     |themawechsel|cambiando de tema|otra cosa|por cierto|otro tema|a proposito|a propósito
     |cambiando argomento|altra cosa|domanda a parte|mudando de assunto|outra coisa|outro assunto
@@ -53,6 +57,9 @@ _MOVING_ON = tuple(
     sorted({" ".join(c.split()) for c in _MOVING_ON_TEXT.split("|")}, key=len, reverse=True)
 )
 _OPENING = re.compile(r"[\W_]+", re.UNICODE)
+_SENTENCES = re.compile(r"(?<=[.!?;:。！？])\s+|\n+")
+# A sum or a percentage: with no content word around it, a question of its own.
+_CALCULATION = re.compile(r"\d\s*%|\d\s*[x×*/+−-]\s*\d|\d\s*(?:percent|pour ?cent|prozent)\b")
 # Words a cue may follow: "ok so, new topic: …", "haha anyway", "oh and btw".
 _FILLERS_TEXT = """
     ok okay oke k oh ah so well hmm hm haha lol alright right and also but yeah yes no
@@ -79,9 +86,16 @@ SEMANTIC_SPAN = 0.1
 
 
 def moves_on(text: str) -> bool:
-    """Whether the message opens by saying it changes the subject ("anyway, …", "btw …",
-    "unrelated: …", "übrigens …")."""
-    words = _OPENING.sub(" ", text[:80].lower()).split()
+    """Whether the message says it changes the subject: a sentence of it opens with a cue
+    ("anyway, …", "btw …", "unrelated: …", "übrigens …", "ok, shelving that. random thing:
+    …"), or it is a calculation with no words of its own ("what's 17% of 340?")."""
+    if _CALCULATION.search(text) and not words(text):
+        return True
+    return any(_opens_with_cue(sentence) for sentence in _SENTENCES.split(text[:400]))
+
+
+def _opens_with_cue(sentence: str) -> bool:
+    words = _OPENING.sub(" ", sentence[:80].lower()).split()
     for skipped in range(_FILLERS_BEFORE_CUE + 1):  # "ok so, anyway…", "haha btw…"
         if skipped and (skipped > len(words) or words[skipped - 1] not in _FILLERS):
             break

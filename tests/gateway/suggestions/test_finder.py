@@ -159,7 +159,7 @@ async def test_a_message_that_moves_on_gets_nothing_about_the_earlier_subject(
             assert [c.title for c in found][:1] == ["Runbook: rolling back a deploy"], text
 
 
-def test_a_change_of_subject_is_read_at_the_start_of_the_message() -> None:
+def test_a_change_of_subject_is_read_where_a_sentence_starts() -> None:
     for text in (
         "Anyway, lunch?",
         "btw how long does a chicken roast",
@@ -170,10 +170,13 @@ def test_a_change_of_subject_is_read_at_the_start_of_the_message() -> None:
         "ok so, new topic: my neighbour's tree",  # after a few filler words
         "haha anyway",
         "oh and btw, lunch?",
+        "ugh ok, shelving that for a sec. random thing: how long do I boil an egg?",  # later
+        "what's 17% of 340?",  # a sum with no words of its own is a question of its own
     ):
         assert moves_on(text), text
     for text in ("the deploy failed anyway", "btwx", "by the wayside", "other than that, fine",
-                 "ok so the deploy failed", "ok"):  # fmt: skip
+                 "ok so the deploy failed", "ok", "and for 3 replicas?",
+                 "is a 5% error rate normal?"):  # fmt: skip
         assert not moves_on(text), text
 
 
