@@ -14,7 +14,8 @@ that holds it is.
 - Holding: every `retry_s` the held connection is asked `SELECT 1` (bounded by
   `check_timeout_s`). An error or no answer means the session, and so the lock, may be gone:
   the role is resigned at once (the `lost` event), before anyone else can have taken it for
-  long.
+  long. The replica that lost it waits one `retry_s` before trying again, so a standby whose
+  session is sound takes the role rather than the one whose session just failed.
 - A leader cut off by the network: libpq's keepalives end our side; the session asks the
   server to probe the client after 5 s idle, every 5 s, 3 times (`tcp_keepalives_*`), so the
   server ends the session — and frees the lock — within about 20 s. With `retry_s` = 5 that
@@ -71,6 +72,9 @@ class PgLeadership:
         self._clock = clock
         self._retry_s = retry_s
         self._check_timeout_s = check_timeout_s
+        # Roles this replica just lost: its next try waits one interval, so a standby whose
+        # session is sound takes the role rather than the replica that just lost it.
+        self._lost: set[str] = set()
 
     @asynccontextmanager
     async def hold(self, role: str) -> AsyncIterator[asyncio.Event]:
@@ -94,6 +98,9 @@ class PgLeadership:
         key = lock_key(role)
         conn: Conn | None = None
         said_standby = said_down = False
+        if role in self._lost:
+            self._lost.discard(role)
+            await self._clock.sleep(self._retry_s)
         try:
             while True:
                 try:
@@ -150,6 +157,7 @@ class PgLeadership:
             log.warning("replica %s: lost the session holding %s (%s); stopping it now",
                         self._replica.id, role, type(exc).__name__)  # fmt: skip
             self._replica.resign(role)
+            self._lost.add(role)
             lost.set()
 
 
