@@ -63,14 +63,12 @@ from vault.suggestions import SuggestionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELLED = ROOT / "tests/data/suggestions"
+# "labelled" is tests/data/suggestions/, "labelledN" tests/data/suggestionsN/ (each written
+# before the finder change it scored).
 LABELLED_SETS = {
-    "labelled": LABELLED,
-    "labelled2": ROOT / "tests/data/suggestions2",
-    "labelled3": ROOT / "tests/data/suggestions3",
-    "labelled4": ROOT / "tests/data/suggestions4",
-    "labelled5": ROOT / "tests/data/suggestions5",
-    "labelled6": ROOT / "tests/data/suggestions6",
-    "labelled7": ROOT / "tests/data/suggestions7",
+    "labelled" + folder.name.removeprefix("suggestions"): folder
+    for folder in sorted(LABELLED.parent.glob("suggestions*"))
+    if (folder / "cases.jsonl").is_file()
 }
 DEV = ROOT / "tests/gateway/suggestions/dev_cases.jsonl"
 CORPUS = ROOT / "tests/data/knowledge/corpus"

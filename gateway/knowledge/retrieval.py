@@ -180,8 +180,12 @@ class Retriever:
     ) -> list[Hit]:
         if self.embedder is None or not text.strip():
             return []
+        return await self.semantic_near(await self.query_vector(text, earlier), visible)
+
+    async def semantic_near(self, vector: bytes, visible: Collection[str]) -> list[Hit]:
+        """`semantic` for a query vector already made (`query_vector`)."""
         index = await self._vectors()
-        found = index.search(await self.query_vector(text, earlier), visible, limit=60)
+        found = index.search(vector, visible, limit=60)
         hits = _best_per_document([(h.chunk, h.document, h.similarity) for h in found])
         if not hits or hits[0].score < SEMANTIC_FLOOR:
             return []
@@ -192,15 +196,12 @@ class Retriever:
             if h.score >= SEMANTIC_FLOOR and h.score >= best - SEMANTIC_MARGIN
         ]
 
-    async def closeness(
-        self, text: str, documents: Collection[int], *, earlier: Sequence[str] = ()
-    ) -> dict[int, float]:
-        """How close each of `documents` (already within the caller's scope) is to `text` and
-        the messages before it: its best chunk's cosine; empty without an embedder."""
-        if self.embedder is None or not text.strip() or not documents:
+    async def closeness(self, vector: bytes, documents: Collection[int]) -> dict[int, float]:
+        """How close each of `documents` (already within the caller's scope) is to a query
+        vector (`query_vector`): its best chunk's cosine."""
+        if self.embedder is None or not documents:
             return {}
-        index = await self._vectors()
-        return index.closest(await self.query_vector(text, earlier), documents)
+        return (await self._vectors()).closest(vector, documents)
 
     async def query_vector(self, text: str, earlier: Sequence[str] = ()) -> bytes:
         """One query vector for `text` and the messages before it: the weighted mean of each

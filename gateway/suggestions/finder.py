@@ -227,13 +227,10 @@ class Finder:
         cosines: dict[int, float] = {}
         near: dict[int, float] = {}
         if self.embedder and any(m.relevance + SEMANTIC_LIFT >= min_relevance for *_, m in scored):
-            earlier = conversation[:-1]
-            documents = [d.id for d, *_ in scored]
-            found, near = await asyncio.gather(
-                self.retriever.semantic(conversation[-1], visible, earlier=earlier),
-                self.retriever.closeness(conversation[-1], documents, earlier=earlier),
-            )
+            vector = await self.retriever.query_vector(conversation[-1], conversation[:-1])
+            found = await self.retriever.semantic_near(vector, visible)
             cosines = {h.document: h.score for h in found}
+            near = await self.retriever.closeness(vector, [d.id for d, *_ in scored])
         out = []
         for doc, picked, body, match in scored:
             if near.get(doc.id, 1.0) < SEMANTIC_AGREEMENT:

@@ -39,6 +39,9 @@ _VAGUE_TEXT = """
     """
 # A message that opens with one of these says it changes the subject: the earlier messages do
 # not count towards what it is about (lowercase, matched at the start, punctuation ignored).
+# The analyzer has its own cue pattern (`has_cue` in gateway/analyzer/structure.py), scored
+# with its rules; the layout keeps this package from importing it, so the two lists are kept
+# in step by hand.
 _MOVING_ON_TEXT = """
     anyway|anyhow|btw|by the way|unrelated|totally unrelated|different topic|different question
     |different thing|other thing|another thing|another question|changing subject|changing the
@@ -95,11 +98,11 @@ def moves_on(text: str) -> bool:
 
 
 def _opens_with_cue(sentence: str) -> bool:
-    words = _OPENING.sub(" ", sentence[:80].lower()).split()
+    tokens = _OPENING.sub(" ", sentence[:80].lower()).split()
     for skipped in range(_FILLERS_BEFORE_CUE + 1):  # "ok so, anyway…", "haha btw…"
-        if skipped and (skipped > len(words) or words[skipped - 1] not in _FILLERS):
+        if skipped and (skipped > len(tokens) or tokens[skipped - 1] not in _FILLERS):
             break
-        opening = " ".join(words[skipped:])
+        opening = " ".join(tokens[skipped:])
         if any(
             opening.startswith(cue)
             and (opening[len(cue) : len(cue) + 1] in ("", " ") or not cue[-1].isascii())

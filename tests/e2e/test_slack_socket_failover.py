@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.e2e.test_intake_sigkill import Child
+from tests.e2e.child import Child
 from tests.fakes.echo_model import echo_model
 from tests.fakes.slack import BOT_TOKEN, FakeSlackAPI, dm_event, event_body, running_fake_slack
 

@@ -135,6 +135,11 @@ class FakeSlackAPI:
                 self.redelivered += 1
                 await self._send(live[-1], again)
 
+    async def _deliver(self, envelope: dict[str, Any]) -> None:
+        """To the newest open socket, or held until one opens."""
+        live = self.open_sockets()
+        await self._send(live[-1] if live else None, envelope)
+
     async def _send(self, ws: web.WebSocketResponse | None, envelope: dict[str, Any]) -> None:
         """To `ws`, or held until a socket opens when it is None."""
         self.unacked[str(envelope["envelope_id"])] = (ws, envelope)
@@ -149,8 +154,7 @@ class FakeSlackAPI:
             "retry_attempt": 0,
             "payload": json.loads(body),
         }
-        live = self.open_sockets()
-        await self._send(live[-1] if live else None, envelope)
+        await self._deliver(envelope)
 
     async def push_interactive(self, envelope_id: str, form_body: str) -> None:
         """A button click over the socket: the payload of `action_body`'s form, enveloped."""
@@ -161,8 +165,7 @@ class FakeSlackAPI:
             "accepts_response_payload": True,
             "payload": json.loads(payload),
         }
-        live = self.open_sockets()
-        await self._send(live[-1] if live else None, envelope)
+        await self._deliver(envelope)
 
     async def respond(self, request: web.Request) -> web.Response:
         self.responses.append(json.loads(await request.read()))

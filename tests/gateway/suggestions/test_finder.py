@@ -10,15 +10,13 @@ import pytest
 
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
-from gateway.core.messages import ChatRef, UserRef
-from gateway.core.scope import Scope
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.suggestions.feature import SuggestionsFeature
 from gateway.suggestions.finder import ItemType
 from gateway.suggestions.relevance import moves_on
-from tests.fakes import FakeLLM, MemoryChannel, inbound
+from tests.fakes import FakeLLM, MemoryChannel
 from tests.gateway.knowledge.support import knowledge_config, write
-from tests.gateway.suggestions.support import DEPLOY, world_for
+from tests.gateway.suggestions.support import DEPLOY, World, world_for
 from vault.injections import NewInjection
 
 
@@ -189,21 +187,15 @@ async def test_words_shared_in_another_sense_are_not_a_suggestion(tmp_path: Path
     write(tmp_path, "rate-limits.md", RATE_LIMITS)
     config = knowledge_config(tmp_path, retrieval="auto")
     knowledge = KnowledgeFeature(config.settings.context, base=tmp_path, embedder=LocalEmbedder())
-    async with App(config=config, channels=[MemoryChannel()], llm_override=FakeLLM(),
-                   use_llm_override=True, clock=ManualClock(),
-                   features=[knowledge, SuggestionsFeature(config.settings.suggestions,
-                                                           knowledge)]) as app:  # fmt: skip
-        await knowledge.indexer.scan()
-        finder = app.feature(SuggestionsFeature).finder
+    suggestions = SuggestionsFeature(config.settings.suggestions, knowledge)
+    llm, channel, clock = FakeLLM(), MemoryChannel(), ManualClock()
+    async with App(config=config, channels=[channel], llm_override=llm, use_llm_override=True,
+                   clock=clock, features=[knowledge, suggestions]) as app:  # fmt: skip
+        w = World(app, llm, channel, clock, tmp_path)
+        await w.rescan()
+        finder = w.feature.finder
         assert finder is not None
-        recorded = await app.conversations.record_inbound(inbound("hi"), kind="chat", tokens=1,
-                                                          now_ms=0)  # fmt: skip
-        assert recorded is not None
-        scope = Scope(user=UserRef(channel="memory", user_id="u1"),
-                      chat=ChatRef(channel="memory", chat_id="c1"), user_pk=recorded.user_pk,
-                      chat_pk=recorded.chat_pk, session_pk=recorded.session_pk,
-                      message_pk=recorded.message_pk, text="", now_ms=1,
-                      in_group=False)  # fmt: skip
+        scope = await w.scope()
         running = "how do I keep my heart rate under the limit for zone 2 running?"
         assert await finder.retriever.lexical(running, set()), "the words alone match the RFC"
         assert await finder.find(scope, running, min_relevance=0.5) == []
