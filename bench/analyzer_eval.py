@@ -16,6 +16,9 @@ jointly); frustration similarity: best F1 with precision at least 0.97. `--loso`
 to every set but one and scores the one left out, for each in turn.
 
 Quality: the last message of each conversation is judged with the earlier ones as history.
+Semantic mode uses the learned models (`gateway/analyzer/learned.py`, trained by
+`analyzer_train.py`) when they match the model; `--similarity` judges with the similarity
+thresholds instead (`--scan` and `--loso` always do: they choose those thresholds).
 Precision/recall/F1 for frustration (expect "compact") and topic shift (expect "clear"), and
 the false-tip rate on conversations labelled "none", each with a Wilson 95% interval, overall
 and per language (`lang`, "en" when absent). Two modes: semantic (the local model of the
@@ -39,6 +42,7 @@ import time
 import tracemalloc
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ from typing import Any
 from bench import analyzer_select as sel
 from gateway.analyzer.detect import Analysis, Params, advance, analyze, judge_conversation
 from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
+from gateway.analyzer.learned import load as load_learned
 from gateway.analyzer.semantic import SemanticSide, floats, pack
 from gateway.analyzer.settings import AnalyzerSection
 from gateway.analyzer.state import WatchState
@@ -271,7 +276,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def speed(cases: list[dict[str, Any]], params: Params, cooldowns: bool) -> None:
+async def speed(
+    cases: list[dict[str, Any]], params: Params, cooldowns: bool, *, learned: bool = True
+) -> None:
     conversations = [list(c["messages"]) for c in cases]
     timings: list[float] = []
     await live_pass(conversations, None, params, [])
@@ -299,7 +306,8 @@ async def speed(cases: list[dict[str, Any]], params: Params, cooldowns: bool) ->
     timings = []
     counting.texts = 0
     cpu = time.process_time()
-    await live_pass(conversations, side, params, timings, embedder._queries, cooldowns)
+    semantic = replace(params, learned=load_learned(side.model) if learned else None)
+    await live_pass(conversations, side, semantic, timings, embedder._queries, cooldowns)
     cpu_ms = (time.process_time() - cpu) * 1000 / len(timings)
     print(
         f"semantic{' with live cooldowns' if cooldowns else ''}:"
@@ -327,6 +335,11 @@ async def main() -> int:
         help="--speed as a live chat: nothing embedded while a session cools down",
     )
     parser.add_argument("--mode", choices=("both", "semantic", "lexical"), default="both")
+    parser.add_argument(
+        "--similarity",
+        action="store_true",
+        help="semantic mode without the learned models (the similarity thresholds)",
+    )
     args = parser.parse_args()
     groups = {str(path.relative_to(DATA) if path.is_relative_to(DATA) else path): load(path)
               for path in args.cases}  # fmt: skip
@@ -334,7 +347,7 @@ async def main() -> int:
     print(f"{len(cases)} cases from {', '.join(p.name for p in args.cases)}")
     params = Params()
     if args.speed:
-        await speed(cases, params, args.cooldowns)
+        await speed(cases, params, args.cooldowns, learned=not args.similarity)
         return 0
     embedder = open_local_embedder() if args.mode != "lexical" else None
     modes: list[tuple[str, Judge]] = []
@@ -350,6 +363,10 @@ async def main() -> int:
             leave_one_out(groups, judge, params, name == "semantic")
         elif args.scan:
             scan(cases, judge, params, name == "semantic")
+        elif judge.side is not None and not args.similarity:
+            learned = load_learned(judge.side.model)
+            print(f"  learned models: {'yes' if learned is not None else 'none for this model'}")
+            quality(cases, judge, replace(params, learned=learned), args.verbose)
         else:
             quality(cases, judge, params, args.verbose)
     return 0

@@ -44,6 +44,7 @@ from typing import Literal
 
 from gateway.analyzer.frustration import acknowledges, complains, follows_up, resets_work
 from gateway.analyzer.keywords import keywords, overlap, recent_stems
+from gateway.analyzer.learned import Learned, Signals
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import cohesion, topic_similarity
 from gateway.analyzer.structure import asks, cued_request, has_cue, points_back
@@ -85,6 +86,9 @@ class Params:
     complaint_threshold: float = 0.88
     # How close to the threshold, on either side, the confirmation model is asked.
     confirm_band: float = 0.05
+    # Semantic mode: the learned models (`learned.py`) decide instead of the similarity
+    # thresholds above, when they were trained on the embedder's model.
+    learned: Learned | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +98,7 @@ class Analysis:
     keywords: tuple[str, ...]
     mode: Mode = Mode.LEXICAL
     score: float | None = None  # None when the topic was not judged
-    margin: float | None = None  # score minus its threshold
+    margin: float | None = None  # score minus its threshold (< 0: a shift)
     candidate: bool = False  # the structural rules allow a shift here
 
     @property
@@ -130,6 +134,19 @@ class Reading:
     follow_up: bool  # a question building on the answer ("hm. and if that doesn't help?")
     cue: bool  # an explicit cue ("by the way")
     candidate: bool  # the structural rules allow a topic shift here
+
+    @property
+    def signals(self) -> Signals:
+        return Signals(
+            words=len(self.words),
+            complains=self.complains,
+            quotes=self.quotes,
+            thanks=self.thanks,
+            work_reset=self.work_reset,
+            follow_up=self.follow_up,
+            cue=self.cue,
+            candidate=self.candidate,
+        )
 
 
 def read(text: str) -> Reading:
@@ -173,11 +190,29 @@ def similar_complaint(reading: Reading, complaint: float | None, params: Params)
     )
 
 
-def needs_vector(reading: Reading) -> bool:
+def frustrated(
+    text: str,
+    reading: Reading,
+    params: Params,
+    *,
+    vector: Vector | None = None,
+    complaint: float | None = None,
+) -> bool:
+    """Is the message frustrated: by rule, or by the learned model or the complaint
+    similarity when its vector is known?"""
+    if params.learned is not None and vector is not None:
+        return params.learned.frustrated(text, reading.signals, vector, complaint)
+    return reading.complains or similar_complaint(reading, complaint, params)
+
+
+def needs_vector(reading: Reading, params: Params = Params()) -> bool:
     """Can the verdict on this message depend on its embedding? Not when a frustration rule
-    already matched (the tip is /compact whatever the topic), nor when it cannot be a shift
-    and its similarity to the complaints would not count (`_heard_out`)."""
-    return not reading.complains and (reading.candidate or not _heard_out(reading))
+    already matched (the tip is /compact whatever the topic), nor — without the learned
+    models, which weigh quotes and thanks themselves — when it cannot be a shift and its
+    similarity to the complaints would not count (`_heard_out`)."""
+    if reading.complains:
+        return False
+    return reading.candidate or params.learned is not None or not _heard_out(reading)
 
 
 def settled(reading: Reading, *, frustration: bool) -> Analysis:
@@ -206,7 +241,7 @@ def analyze(
     """
     r = reading or read(text)
     words, candidate, cue = r.words, r.candidate, r.cue
-    frustration = r.complains or similar_complaint(r, complaint, params)
+    frustration = frustrated(text, r, params, vector=vector, complaint=complaint)
     similarity = (
         topic_similarity(vector, recent_vectors)
         if vector is not None and len(recent_vectors) >= MIN_RECENT_MESSAGES
@@ -218,6 +253,18 @@ def analyze(
         alike = cohesion(recent_vectors)
         baseline = 0.0 if alike is None else alike - params.cohesion_centre
         score = similarity + params.lexical_weight * shared - params.cohesion_weight * baseline
+        if params.learned is not None:
+            assert vector is not None
+            margin = params.learned.shift_margin(text, r.signals, vector, recent_vectors, score)
+            return Analysis(
+                frustration=frustration,
+                topic_shift=candidate and margin < 0,
+                keywords=words,
+                mode=Mode.SEMANTIC,
+                score=score,
+                margin=margin,
+                candidate=candidate,
+            )
         mode, threshold = Mode.SEMANTIC, params.semantic_threshold
     else:
         if len(recent) < MIN_RECENT_MESSAGES or len(stems) < params.min_keywords or not words:

@@ -6,7 +6,8 @@ cannot be a topic shift gets nothing whatever its vector (`detect.needs_vector`)
 the session is cooling down (`watcher.cooling_down`) no tip is shown at all. The structural
 rules are read first, then:
 
-1. the message is embedded when the verdict may depend on it (the complaint similarity);
+1. the message is embedded when the verdict may depend on it (the complaint similarity, or
+   the learned frustration model, which weighs quotes and thanks itself);
 2. the earlier messages' vectors are asked for (`earlier`) only when the message is a topic
    shift candidate that is not frustrated — the one verdict that compares with them.
 
@@ -30,10 +31,10 @@ from gateway.analyzer.detect import (
     Params,
     Vector,
     analyze,
+    frustrated,
     needs_vector,
     read,
     settled,
-    similar_complaint,
 )
 from gateway.analyzer.semantic import MAX_EMBED_CHARS, SemanticSide, pack
 from gateway.analyzer.state import WatchState
@@ -64,7 +65,7 @@ async def judge_lazily(
     reading = read(text)
     if side.embedder is None or not text.strip():
         return Judgement(analyze(text, recent, params, reading=reading))
-    if cooling or not needs_vector(reading):
+    if cooling or not needs_vector(reading, params):
         return Judgement(settled(reading, frustration=reading.complains), deferred=True)
     if not side.admit():  # no embedding time left: the rules alone, the text kept for later
         return Judgement(analyze(text, recent, params, reading=reading), deferred=True, shed=True)
@@ -72,9 +73,9 @@ async def judge_lazily(
     if vector is None:  # the model failed: the lexical rules, as without an embedder
         return Judgement(analyze(text, recent, params, reading=reading))
     complaint = side.complaint_similarity(vector)
-    frustrated = reading.complains or similar_complaint(reading, complaint, params)
-    if frustrated or not reading.candidate:
-        return Judgement(settled(reading, frustration=frustrated), vector)
+    upset = frustrated(text, reading, params, vector=vector, complaint=complaint)
+    if upset or not reading.candidate:
+        return Judgement(settled(reading, frustration=upset), vector)
     analysis = analyze(
         text,
         recent,

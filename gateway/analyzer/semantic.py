@@ -150,7 +150,7 @@ def unpack(text: str) -> tuple[float, ...] | None:
     if not code:
         return None
     values = struct.unpack(f"{len(code)}b", code)
-    return _unit(values)
+    return unit(values)
 
 
 def floats(vector: bytes) -> tuple[float, ...]:
@@ -158,7 +158,7 @@ def floats(vector: bytes) -> tuple[float, ...]:
     return struct.unpack(f"<{len(vector) // 4}f", vector)
 
 
-def _unit(values: Sequence[float]) -> tuple[float, ...] | None:
+def unit(values: Sequence[float]) -> tuple[float, ...] | None:
     norm = math.sqrt(sum(map(mul, values, values)))
     if norm == 0.0:
         return None
@@ -180,7 +180,7 @@ def topic_similarity(vector: Sequence[float], recent: Sequence[Sequence[float]])
     usable = [r for r in recent if len(r) == len(vector)]
     if not usable:
         return None
-    centre = _unit([sum(column) for column in zip(*usable, strict=True)])
+    centre = unit([sum(column) for column in zip(*usable, strict=True)])
     if centre is None:
         return None
     nearest = max(cosine(vector, r) for r in usable)

@@ -15,6 +15,9 @@ class AnalyzerSection(Section):
     # embedding time, `share.py`); when it is spent a message is judged by the rules alone.
     # 1 = no limit, 0 = never embed chat messages.
     embed_share: float = Field(0.25, ge=0, le=1)
+    # With embeddings, let the learned models shipped with Iris decide (`learned.py`) when
+    # they were trained on the embedding model in use; false: the similarity thresholds below.
+    learned: bool = True
     topic_shift_threshold: float = Field(0.0, ge=0, le=1)
     semantic_threshold: float = Field(0.84, ge=-1, le=1)
     complaint_threshold: float = Field(0.88, ge=-1, le=1)

