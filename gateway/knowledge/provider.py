@@ -21,6 +21,7 @@ import hashlib
 from dataclasses import dataclass, replace
 
 from gateway.agent.context import ContextItem, Phase, Position, estimate_tokens
+from gateway.core.cues import changes_subject
 from gateway.core.scope import Scope
 from gateway.knowledge.indexer import Indexer
 from gateway.knowledge.retrieval import Hit, Retriever
@@ -107,6 +108,10 @@ class KnowledgeProvider:
         self._pending: dict[int, _Building] = {}
 
     async def _earlier(self, scope: Scope) -> list[str]:
+        """The session's recent user messages before this one, which retrieval blends in;
+        none when this one says it changes the subject ("anyway, …", `changes_subject`)."""
+        if changes_subject(scope.text):
+            return []
         rows = await self.conversations.history(
             scope.session_pk, limit=2 * RECENT_USER_MESSAGES, before_id=scope.message_pk
         )

@@ -222,3 +222,14 @@ async def test_a_document_changed_during_a_turn_is_given_as_it_was_read(world: W
     await world.feature.indexer.scan()
     assert "step two" in (await world.say("failover: promote the replica"))[path][1]
     assert [r for _, r in await world.audit()] == ["relevant", "changed"]
+
+
+async def test_a_message_that_changes_the_subject_is_searched_on_its_own(world: World) -> None:
+    for chat in ("c1", "c2"):
+        await world.say("the replica lag alarm fired twice today", chat=chat)
+    write(world.root, "runbooks/failover.md", RUNBOOK.format(step="patronictl failover"))
+    await world.feature.indexer.scan()
+    # The earlier message's words would find the runbook; this one says it is about else.
+    assert await world.say("anyway, what's a good name for a grey kitten?", chat="c1") == {}
+    # Without a cue the earlier message counts: a follow-up finds what it was about.
+    assert "docs/runbooks/failover.md" in await world.say("what should I check first?", chat="c2")
