@@ -3,7 +3,8 @@ refresh policies, audited, and `/context` that tells the truth about it.
 
 It contributes the `documents` context provider and the `documents_search` tool (also offered
 to the proactive gate) when `[context] documents` names files and `knowledge_tokens` > 0, the
-background rescan, `/context` (every chat), the `context_status` model tool, the admin API's
+background rescan whenever documents are named (suggestions and subscriptions read the index
+even with injection off), `/context` (every chat), the `context_status` model tool, the admin API's
 `GET`/`POST /context/providers`, and a step that applies the providers' stored on/off and
 priorities before the first turn that needs them. `base` is the
 folder the document globs are relative to (the config file's); `embedder` is the local model
@@ -113,9 +114,12 @@ class KnowledgeFeature:
             rules=self.rules,
             events=self.events,
         )
+        if self.settings.documents:
+            # Kept current even with injection off: suggestions, subscriptions and
+            # `/context docs` read the index.
+            c.background(self.indexer.run)
         if self.settings.documents and self.settings.knowledge_tokens > 0:
             c.provider(self.provider)
-            c.background(self.indexer.run)
             c.tool(documents_search_tool(store=self.store, retriever=self.retriever,
                                          indexer=self.indexer, rules=self.rules))  # fmt: skip
         c.command(self.commands.command())

@@ -233,3 +233,17 @@ async def test_a_message_that_changes_the_subject_is_searched_on_its_own(world: 
     assert await world.say("anyway, what's a good name for a grey kitten?", chat="c1") == {}
     # Without a cue the earlier message counts: a follow-up finds what it was about.
     assert "docs/runbooks/failover.md" in await world.say("what should I check first?", chat="c2")
+
+
+async def test_with_injection_off_the_index_is_still_kept_current(tmp_path: Path) -> None:
+    """`knowledge_tokens = 0`: no document in any request, but the background rescan runs
+    (suggestions, subscriptions and `/context docs` read the index)."""
+    write(tmp_path, "runbooks/failover.md", RUNBOOK.format(step="patronictl failover"))
+    llm, channel = FakeLLM(), MemoryChannel()
+    async with app_with(knowledge_config(tmp_path, knowledge_tokens=0), channel, llm) as app:
+        feature = app.feature(KnowledgeFeature)
+        assert feature.indexer.run in app.contributions.jobs
+        await app.router.submit(inbound("how do I promote the replica in a failover?"))
+        assert documents_in(llm.requests[-1]) == {}
+        await app.router.submit(inbound("/context docs"))
+        assert "Failover runbook" in channel.texts()[-1]
