@@ -9,7 +9,8 @@
 
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
 `analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind6/` (`cases.jsonl`; the
-blind sets are development data since their one scoring).
+blind sets are development data since their one scoring), and `analyzer_train1/` to
+`analyzer_train3/` (written as training data for the learned models).
 The threshold-selection rule is `analyzer_select.py`'s: best topic-shift F1 with at most 3%
 false tips on the development set, per mode (semantic: the threshold and the cue bonus
 jointly); frustration similarity: best F1 with precision at least 0.97. `--loso` applies it
@@ -51,7 +52,7 @@ from bench import analyzer_select as sel
 from gateway.analyzer.detect import Analysis, Params, advance, analyze, judge_conversation
 from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
 from gateway.analyzer.learned import load as load_learned
-from gateway.analyzer.semantic import SemanticSide, floats, pack
+from gateway.analyzer.semantic import SemanticSide, floats, pack, unpack
 from gateway.analyzer.settings import AnalyzerSection
 from gateway.analyzer.state import WatchState
 from gateway.analyzer.watcher import MIN_SESSION_MESSAGES
@@ -69,6 +70,9 @@ DEV = [
     DATA / "analyzer_blind4/cases.jsonl",  # the same
     DATA / "analyzer_blind5/cases.jsonl",  # the same
     DATA / "analyzer_blind6/cases.jsonl",  # the same (the learned models' first blind set)
+    DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
+    DATA / "analyzer_train2/cases.jsonl",  # the same
+    DATA / "analyzer_train3/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
@@ -104,6 +108,10 @@ async def embed_all(side: SemanticSide, texts: Sequence[str]) -> dict[str, Vec]:
     return out
 
 
+def stored(vector: Vec) -> Vec:
+    return unpack(pack(vector)) or vector
+
+
 class Judge:
     def __init__(self, side: SemanticSide | None, vectors: dict[str, Vec] | None) -> None:
         self.side, self.vectors = side, vectors
@@ -117,7 +125,8 @@ class Judge:
     def __call__(self, messages: list[str], params: Params) -> Analysis:
         if self.side is None or self.vectors is None:
             return judge_conversation(messages, params, WINDOW)
-        vectors = [self.vectors[m] for m in messages]
+        # the earlier messages' vectors as a session's stored state keeps them (int8)
+        vectors = [*(stored(self.vectors[m]) for m in messages[:-1]), self.vectors[messages[-1]]]
         complaint = self.complaint(messages)
         return judge_conversation(messages, params, WINDOW, vectors=vectors, complaint=complaint)
 

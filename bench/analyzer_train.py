@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.analyzer_eval import DEV, WINDOW, embed_all, load
+from bench.analyzer_eval import DEV, WINDOW, embed_all, load, stored
 from gateway.analyzer.detect import Mode, Params, judge_conversation, read
 from gateway.analyzer.learned import (
     WEIGHTS,
@@ -126,7 +126,8 @@ async def rows_of(groups: dict[str, list[dict[str, Any]]]) -> tuple[list[Row], s
     for group, cases in groups.items():
         for case in cases:
             messages = case["messages"]
-            vs = [vectors[m] for m in messages]
+            # Earlier vectors as a live session keeps them: int8 in its stored state.
+            vs = [*(stored(vectors[m]) for m in messages[:-1]), vectors[messages[-1]]]
             text, vector, recent = messages[-1], vs[-1], vs[:-1][-WINDOW:]
             complaint = side.complaint_similarity(vector)
             analysis = judge_conversation(messages, params, WINDOW, vectors=vs, complaint=complaint)
@@ -206,16 +207,19 @@ def choose_frustration(scores: np.ndarray, d: Data, within: np.ndarray) -> float
     return best[1] if best is not None else float(scores[within].max() + 1.0)
 
 
-def choose_shift(scores: np.ndarray, frustrated: np.ndarray, d: Data, within: np.ndarray) -> float:
+def choose_shift(
+    scores: np.ndarray, frustrated: np.ndarray, d: Data, shifting: np.ndarray, within: np.ndarray
+) -> float:
+    """The shift threshold on the `shifting` rows' scores, judged on all rows `within`."""
     best: tuple[float, float] | None = None
     none = d.none & within
-    for t in np.quantile(scores[within], np.linspace(0, 1, THRESHOLD_GRID)):
+    for t in np.quantile(scores[shifting], np.linspace(0, 1, THRESHOLD_GRID)):
         clear = d.candidate & (scores >= t) & ~frustrated
         false_tips = ((clear | frustrated) & none).sum() / max(1, none.sum())
         _, _, _, f1 = prf(d.clear[within], clear[within])
         if false_tips <= MAX_FALSE_TIPS and (best is None or f1 > best[0]):
             best = (f1, float(t))
-    return best[1] if best is not None else float(scores[within].max() + 1.0)
+    return best[1] if best is not None else float(scores[shifting].max() + 1.0)
 
 
 @dataclass
@@ -233,6 +237,7 @@ class Trained:
 
         return Learned(
             model=model,
+            window=WINDOW,
             frustration_probe=probe(self.frustration_probe),
             frustration=self.frustration.logistic(self.frustration_threshold),
             shift_probe=probe(self.shift_probe),
@@ -241,19 +246,22 @@ class Trained:
 
 
 def train(d: Data, within: np.ndarray) -> Trained:
-    """The whole procedure on the rows in `within`."""
+    """The whole procedure on the rows in `within`. The shift models learn from the rows they
+    decide live: structural candidates judged in semantic mode that no rule calls frustrated."""
     fx = d.features("frustration", out_of_fold_probe(d, d.compact, within))
-    sx = d.features("shift", out_of_fold_probe(d, d.clear, within))
     f_scores = out_of_fold_stack(fx, d.compact, d, within)
     f_threshold = choose_frustration(f_scores, d, within)
     frustrated = d.complains | (f_scores >= f_threshold)
-    s_scores = out_of_fold_stack(sx, d.clear, d, within)
-    s_threshold = choose_shift(s_scores, frustrated, d, within)
+    shifting = within & d.candidate & ~d.complains
+    sx = d.features("shift", out_of_fold_probe(d, d.clear, shifting))
+    s_scores = np.full(len(d.rows), -np.inf)
+    s_scores[shifting] = out_of_fold_stack(sx, d.clear, d, shifting)[shifting]
+    s_threshold = choose_shift(s_scores, frustrated, d, shifting, within)
     return Trained(
         frustration_probe=fit(d.x[within], d.compact[within]),
-        shift_probe=fit(d.x[within], d.clear[within]),
+        shift_probe=fit(d.x[shifting], d.clear[shifting]),
         frustration=Stack(fx[within], d.compact[within]),
-        shift=Stack(sx[within], d.clear[within]),
+        shift=Stack(sx[shifting], d.clear[shifting]),
         frustration_threshold=f_threshold,
         shift_threshold=s_threshold,
     )

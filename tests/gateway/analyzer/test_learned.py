@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,7 +108,7 @@ async def test_the_margin_is_the_logit_distance_scaled_for_the_confirmation_band
 
 def test_with_the_models_a_quote_is_embedded_for_them_to_weigh() -> None:
     quoted = read('My colleague wrote "you are useless".')
-    assert not needs_vector(quoted)
+    assert not needs_vector(quoted, Params())
     assert needs_vector(quoted, Params(learned=learned()))
     assert not needs_vector(read(FRUSTRATED), Params(learned=learned()))  # decided by rule
 
@@ -143,10 +145,50 @@ async def test_lazy_verdicts_equal_the_eager_ones_with_the_models(
 def test_weights_load_only_for_their_model(tmp_path: Path) -> None:
     path = tmp_path / "learned.json"
     path.write_text(json.dumps(replace(learned(), model="engine-1.0/e5-q4").to_json()))
-    assert load("engine-2.0/e5-q4", path) is not None  # a new engine release, same model
+    assert load("engine-1.0/e5-q4", path) is not None
+    # another engine release: the session state keys vectors by the full name, so do we
+    assert load("engine-2.0/e5-q4", path) is None
     assert load("engine-1.0/other-model", path) is None
     assert load(None, path) is None
     assert load("engine-1.0/e5-q4", tmp_path / "missing.json") is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["frustration"]["weights"].pop(),  # a feature added without retraining
+        lambda d: d["shift_probe"]["weights"].pop(),  # probes of two sizes
+        lambda d: d["shift"].update(mean=[0.0] * N_SHIFT, scale=[0.0] * N_SHIFT),  # scale 0
+        lambda d: d["shift"].update(mean=[0.0], scale=[1.0]),  # means for one feature
+        lambda d: d["frustration"].update(bias=float("nan")),
+        lambda d: d.update(window=0),
+    ],
+)
+def test_weights_that_do_not_fit_the_features_are_refused(
+    tmp_path: Path, damage: Callable[[dict[str, Any]], object], caplog: pytest.LogCaptureFixture
+) -> None:
+    data = learned().to_json()
+    damage(data)
+    path = tmp_path / "learned.json"
+    path.write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING):
+        assert load(FakeEmbedder.model, path) is None
+    assert "using the similarity thresholds" in caplog.text
+
+
+async def test_vectors_of_another_size_are_judged_by_the_similarity_thresholds() -> None:
+    wide = replace(learned(frustration_bias=5.0), frustration_probe=Logistic((0.0,) * 384, 5.0))
+    messages = [*ON_TOPIC, "The replica is in another region."]
+    got = await eager(messages, Params(learned=wide))  # 64-number vectors: no raise
+    assert got == await eager(messages, Params())
+
+
+def test_the_models_are_refused_for_another_window(caplog: pytest.LogCaptureFixture) -> None:
+    model = Learned.of(json.loads(WEIGHTS.read_text(encoding="utf-8"))).model
+    with caplog.at_level(logging.WARNING):
+        assert params_of(AnalyzerSection(recent_messages=6), model).learned is None
+        assert params_of(AnalyzerSection(recent_messages=6), model).learned is None
+    assert caplog.text.count("learned models are for recent_messages = 4, not 6") == 1
 
 
 def test_unreadable_weights_fall_back_with_one_warning(
@@ -158,7 +200,7 @@ def test_unreadable_weights_fall_back_with_one_warning(
         assert load("m", path) is None
         assert load("m", path) is None
     assert [r.getMessage() for r in caplog.records].count(
-        f"analyzer weights {path} unreadable; using the similarity thresholds"
+        f"analyzer weights {path} unusable (JSONDecodeError); using the similarity thresholds"
     ) == 1
 
 
