@@ -10,7 +10,7 @@
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
 `analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind7/` (`cases.jsonl`; the
 blind sets are development data since their one scoring), and `analyzer_train1/` to
-`analyzer_train3/` (written as training data for the learned models).
+`analyzer_train6/` (written as training data for the learned models).
 The threshold-selection rule is `analyzer_select.py`'s: best topic-shift F1 with at most 3%
 false tips on the development set, per mode (semantic: the threshold and the cue bonus
 jointly); frustration similarity: best F1 with precision at least 0.97. `--loso` applies it
@@ -74,6 +74,9 @@ DEV = [
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same
+    DATA / "analyzer_train4/cases.jsonl",  # the same
+    DATA / "analyzer_train5/cases.jsonl",  # the same
+    DATA / "analyzer_train6/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
