@@ -261,7 +261,9 @@ async def test_status_shows_what_is_left(tmp_path: Path) -> None:
 async def test_the_analyzer_confirmation_spends_the_users_budget(
     tmp_path: Path,
 ) -> None:
-    config = limits_config(tmp_path, user_usd_per_day=1.0, analyzer={"confirm_model": MODEL})
+    # A wide band: the shift is put to the confirmation whichever analyzer mode judges it.
+    analyzer = {"confirm_model": MODEL, "confirm_band": 1.0}
+    config = limits_config(tmp_path, user_usd_per_day=1.0, analyzer=analyzer)
     llm = CostingLLM(10)
     llm.default = "continuation"  # the reply to every call, the confirmation's included
     async with running(config, llm, local_ms("2026-01-05T10:00", "UTC")) as chat:
