@@ -8,7 +8,7 @@
     python -m bench.analyzer_eval FILE.jsonl ...      # any labelled set (e.g. the blind set)
 
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
-`analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind7/` (`cases.jsonl`; the
+`analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind8/` (`cases.jsonl`; the
 blind sets are development data since their one scoring), and `analyzer_train1/` to
 `analyzer_train6/` (written as training data for the learned models).
 The threshold-selection rule is `analyzer_select.py`'s: best topic-shift F1 with at most 3%
@@ -71,6 +71,7 @@ DEV = [
     DATA / "analyzer_blind5/cases.jsonl",  # the same
     DATA / "analyzer_blind6/cases.jsonl",  # the same (the learned models' first blind set)
     DATA / "analyzer_blind7/cases.jsonl",  # the same
+    DATA / "analyzer_blind8/cases.jsonl",  # the same
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same

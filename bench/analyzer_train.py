@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,27 +167,28 @@ class Data:
         return table
 
 
-def out_of_fold_probe(d: Data, label: np.ndarray, within: np.ndarray) -> np.ndarray:
-    """Probe logits for the rows in `within`, each set's from a probe trained on the others."""
+def out_of_fold(
+    d: Data, within: np.ndarray, predict: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Scores for the rows in `within`, each set's from `predict(train, target)` trained on
+    the other sets' rows (boolean masks)."""
     out = np.zeros(len(d.rows))
     for name in d.names:
         target = within & (d.groups == name)
-        if not target.any():
-            continue
-        train = within & (d.groups != name)
-        out[target] = logits(fit(d.x[train], label[train]), d.x[target])
+        if target.any():
+            out[target] = predict(within & (d.groups != name), target)
     return out
+
+
+def out_of_fold_probe(d: Data, label: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """Probe logits for the rows in `within`, each set's from a probe trained on the others."""
+    return out_of_fold(
+        d, within, lambda train, target: logits(fit(d.x[train], label[train]), d.x[target])
+    )
 
 
 def out_of_fold_stack(x: np.ndarray, label: np.ndarray, d: Data, within: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(d.rows))
-    for name in d.names:
-        target = within & (d.groups == name)
-        if not target.any():
-            continue
-        train = within & (d.groups != name)
-        out[target] = Stack(x[train], label[train])(x[target])
-    return out
+    return out_of_fold(d, within, lambda train, target: Stack(x[train], label[train])(x[target]))
 
 
 def prf(truth: np.ndarray, predicted: np.ndarray) -> tuple[int, int, int, float]:
