@@ -38,6 +38,7 @@ import numpy as np
 from bench.analyzer_eval import DEV, WINDOW, embed_all, load, stored
 from gateway.analyzer.detect import Mode, Params, judge_conversation, read
 from gateway.analyzer.learned import (
+    RECENT,
     WEIGHTS,
     Learned,
     Logistic,
@@ -47,6 +48,9 @@ from gateway.analyzer.learned import (
 from gateway.analyzer.semantic import SemanticSide
 from gateway.knowledge.local_embedder import open_local_embedder
 
+# The features look at the analyzer's window of recent messages (`learned.RECENT`); the
+# conversations are judged with the same one.
+assert WINDOW == RECENT, "bench.analyzer_eval.WINDOW and learned.RECENT must agree"
 LAMBDA = 1.0
 MIN_PRECISION = 0.97
 MAX_FALSE_TIPS = 0.03

@@ -38,7 +38,7 @@ from operator import mul
 from pathlib import Path
 from typing import Any
 
-from gateway.analyzer.semantic import cosine, unit
+from gateway.analyzer.semantic import cohesion, cosine, unit
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +120,14 @@ def similarities(vector: Sequence[float], recent: Sequence[Sequence[float]]) -> 
         return [0.0, 0.0, 0.0, 0.9, 0.0]
     centre = unit([sum(column) for column in zip(*usable, strict=True)]) or usable[-1]
     cosines = [cosine(vector, r) for r in usable]
-    pairs = [cosine(a, b) for i, a in enumerate(usable) for b in usable[i + 1 :]]
-    cohesion = sum(pairs) / len(pairs) if pairs else 0.9
-    return [cosine(vector, centre), max(cosines), cosines[-1], cohesion, min(cosines)]
+    alike = cohesion(usable)
+    return [
+        cosine(vector, centre),
+        max(cosines),
+        cosines[-1],
+        0.9 if alike is None else alike,
+        min(cosines),
+    ]
 
 
 def shift_features(
