@@ -253,12 +253,21 @@ def verdict(value: str) -> LLMResponse:
 
 class ConfirmLLM(FakeLLM):
     """Chat turns answer "ok"; the analyzer's confirmation gets `answer` (None: it hangs).
-    With `hold_reply`, the reply to the judged message waits for the confirmation to end."""
+    With `hold_reply`, the reply to the judged message waits for the confirmation to end;
+    with `until_asked`, only until the confirmation has been asked (it may still hang)."""
 
-    def __init__(self, answer: LLMResponse | Exception | None, *, hold_reply: bool) -> None:
+    def __init__(
+        self,
+        answer: LLMResponse | Exception | None,
+        *,
+        hold_reply: bool,
+        until_asked: bool = False,
+    ) -> None:
         super().__init__()
         self.answer = answer
         self.hold_reply = hold_reply
+        self.until_asked = until_asked
+        self.asked = asyncio.Event()
         self.confirmations: list[LLMRequest] = []
         self.chats = 0
 
@@ -269,8 +278,13 @@ class ConfirmLLM(FakeLLM):
                 # Let the confirmation finish first (the named task of the analyzer step).
                 (task,) = [t for t in asyncio.all_tasks() if t.get_name() == CONFIRMATION]
                 await asyncio.wait([task])
+            if self.until_asked and self.chats > len(ON_TOPIC):
+                # A guard, not a pause: the confirmation is asked within the same few steps.
+                async with asyncio.timeout(10):
+                    await self.asked.wait()
             return await super().complete(request)
         self.confirmations.append(request)
+        self.asked.set()
         if self.answer is None:
             await asyncio.Event().wait()  # never answers
         if isinstance(self.answer, Exception):
@@ -353,8 +367,9 @@ async def test_confirmation_fails_closed(tmp_path: Path, answer: LLMResponse | E
 
 
 async def test_a_hanging_confirmation_never_delays_the_reply(tmp_path: Path) -> None:
-    # A timeout far beyond the test: the reply must not wait for it.
-    llm = ConfirmLLM(None, hold_reply=False)
+    # A timeout far beyond the test: the reply must not wait for it. (The reply waits until
+    # the confirmation has been asked, so that it is asked at all before the turn ends.)
+    llm = ConfirmLLM(None, hold_reply=False, until_asked=True)
     texts = await confirmed(tmp_path, llm, confirm_timeout_s=3600)
     assert texts[-1] == "ok"
     assert len(llm.confirmations) == 1
