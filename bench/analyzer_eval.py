@@ -78,6 +78,9 @@ DEV = [
     DATA / "analyzer_train4/cases.jsonl",  # the same
     DATA / "analyzer_train5/cases.jsonl",  # the same
     DATA / "analyzer_train6/cases.jsonl",  # the same
+    DATA / "analyzer_train7/cases.jsonl",  # the same, cues balanced between shifts and not
+    DATA / "analyzer_train8/cases.jsonl",  # the same
+    DATA / "analyzer_train9/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages

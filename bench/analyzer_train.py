@@ -3,6 +3,7 @@
     python -m bench.analyzer_train            # train, choose the thresholds, write learned.json
     python -m bench.analyzer_train --loso     # the procedure on all sets but one, each in turn
     python -m bench.analyzer_train --dry-run  # train and report, write nothing
+    python -m bench.analyzer_train --cache /tmp/vectors.pkl  # keep the vectors between runs
 
 Needs the `semantic` extra (the vectors) and numpy (which the extra brings). Deterministic: L2
 regularised logistic regression fitted by Newton's method, no sampling.
@@ -17,7 +18,8 @@ The procedure, fixed before any blind set is scored:
    features, a logistic model on all sets; the threshold on its logit by the rule:
    - frustration (`rules OR logit >= t`): the best F1 with precision at least `MIN_PRECISION`
      over out-of-fold logits (each set scored by a combination trained on the others);
-   - shift (`candidate AND logit >= t`, frustration decided first): the best F1 with at most
+   - shift (`logit >= t` on every message judged in semantic mode, frustration decided
+     first; the structural rules are features, not a gate): the best F1 with at most
      `MAX_FALSE_TIPS` of the no-tip conversations given any tip, over out-of-fold logits.
 4. The probes trained on all sets, the combinations and thresholds above, written to
    `gateway/analyzer/learned.json` with the embedding model's name.
@@ -28,14 +30,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import pickle
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.analyzer_eval import DEV, WINDOW, embed_all, load, stored
+from bench.analyzer_eval import DEV, WINDOW, Vec, embed_all, load, stored
 from gateway.analyzer.detect import Mode, Params, judge_conversation, read
 from gateway.analyzer.learned import (
     RECENT,
@@ -52,8 +56,8 @@ from gateway.knowledge.local_embedder import open_local_embedder
 # conversations are judged with the same one.
 assert WINDOW == RECENT, "bench.analyzer_eval.WINDOW and learned.RECENT must agree"
 LAMBDA = 1.0
-MIN_PRECISION = 0.97
-MAX_FALSE_TIPS = 0.03
+MIN_PRECISION = 0.975
+MAX_FALSE_TIPS = 0.025
 THRESHOLD_GRID = 801  # quantiles of the out-of-fold logits tried as thresholds
 
 
@@ -65,7 +69,7 @@ class Row:
     frustration: list[float]  # features, the probe's logit (first) filled in later
     shift: list[float]
     complains: bool
-    candidate: bool
+    judged: bool  # enough earlier vectors for a topic verdict (semantic mode)
 
 
 def fit(x: np.ndarray, y: np.ndarray, lam: float = LAMBDA) -> tuple[np.ndarray, float]:
@@ -119,13 +123,43 @@ def _round(values: np.ndarray) -> list[float]:
     return [_round1(v) for v in values]
 
 
-async def rows_of(groups: dict[str, list[dict[str, Any]]]) -> tuple[list[Row], str]:
+def _read_cache(cache: Path, model: str | None) -> dict[str, Vec]:
+    if not cache.exists():
+        return {}
+    with cache.open("rb") as f:
+        saved = pickle.load(f)
+    return dict(saved["vectors"]) if saved.get("model") == model else {}
+
+
+def _write_cache(cache: Path, model: str | None, vectors: dict[str, Vec]) -> None:
+    with cache.open("wb") as f:
+        pickle.dump({"model": model, "vectors": vectors}, f)
+
+
+async def vectors_of(side: SemanticSide, texts: list[str], cache: Path | None) -> dict[str, Vec]:
+    """Every text's vector; with `cache`, those kept there for this model are reused and the
+    file updated (a pickle this script wrote: read only files you made yourself)."""
+    kept: dict[str, Vec] = {}
+    if cache is not None:
+        await side.embed("warm-up")  # loads the model, so its name is known
+        kept = await asyncio.to_thread(_read_cache, cache, side.model)
+    missing = [t for t in dict.fromkeys(texts) if t not in kept]
+    if missing:
+        kept |= await embed_all(side, missing)
+        if cache is not None:
+            await asyncio.to_thread(_write_cache, cache, side.model, kept)
+    return kept
+
+
+async def rows_of(
+    groups: dict[str, list[dict[str, Any]]], cache: Path | None = None
+) -> tuple[list[Row], str]:
     embedder = open_local_embedder()
     if embedder is None:
         sys.exit("the `semantic` extra is not installed: nothing to train on")
     side = SemanticSide(embedder)
     texts = [m for cases in groups.values() for case in cases for m in case["messages"]]
-    vectors = await embed_all(side, texts)
+    vectors = await vectors_of(side, texts, cache)
     params = Params()  # the similarity side only: the learned models are what we train
     rows = []
     for group, cases in groups.items():
@@ -145,8 +179,7 @@ async def rows_of(groups: dict[str, list[dict[str, Any]]]) -> tuple[list[Row], s
                     frustration=frustration_features(text, signals, 0.0, complaint),
                     shift=shift_features(text, signals, 0.0, vector, recent, analysis.score),
                     complains=signals.complains,
-                    # a shift is judged only with enough recent vectors (semantic mode)
-                    candidate=signals.candidate and analysis.mode is Mode.SEMANTIC,
+                    judged=analysis.mode is Mode.SEMANTIC,
                 )
             )
     assert side.model is not None
@@ -163,7 +196,7 @@ class Data:
         self.clear = np.array([r.expect == "clear" for r in rows])
         self.none = np.array([r.expect == "none" for r in rows])
         self.complains = np.array([r.complains for r in rows])
-        self.candidate = np.array([r.candidate for r in rows])
+        self.judged = np.array([r.judged for r in rows])
 
     def features(self, kind: str, probe: np.ndarray) -> np.ndarray:
         table = np.array([getattr(r, kind) for r in self.rows], dtype=float)
@@ -220,7 +253,7 @@ def choose_shift(
     best: tuple[float, float] | None = None
     none = d.none & within
     for t in np.quantile(scores[shifting], np.linspace(0, 1, THRESHOLD_GRID)):
-        clear = d.candidate & (scores >= t) & ~frustrated
+        clear = d.judged & (scores >= t) & ~frustrated
         false_tips = ((clear | frustrated) & none).sum() / max(1, none.sum())
         _, _, _, f1 = prf(d.clear[within], clear[within])
         if false_tips <= MAX_FALSE_TIPS and (best is None or f1 > best[0]):
@@ -253,12 +286,12 @@ class Trained:
 
 def train(d: Data, within: np.ndarray) -> Trained:
     """The whole procedure on the rows in `within`. The shift models learn from the rows they
-    decide live: structural candidates judged in semantic mode that no rule calls frustrated."""
+    decide live: messages judged in semantic mode that no rule calls frustrated."""
     fx = d.features("frustration", out_of_fold_probe(d, d.compact, within))
     f_scores = out_of_fold_stack(fx, d.compact, d, within)
     f_threshold = choose_frustration(f_scores, d, within)
     frustrated = d.complains | (f_scores >= f_threshold)
-    shifting = within & d.candidate & ~d.complains
+    shifting = within & d.judged & ~d.complains
     sx = d.features("shift", out_of_fold_probe(d, d.clear, shifting))
     s_scores = np.full(len(d.rows), -np.inf)
     s_scores[shifting] = out_of_fold_stack(sx, d.clear, d, shifting)[shifting]
@@ -278,7 +311,7 @@ def apply(t: Trained, d: Data, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
     fx = d.features("frustration", logits(t.frustration_probe, d.x))
     sx = d.features("shift", logits(t.shift_probe, d.x))
     frustrated = d.complains | (t.frustration(fx) >= t.frustration_threshold)
-    clear = d.candidate & (t.shift(sx) >= t.shift_threshold) & ~frustrated
+    clear = d.judged & (t.shift(sx) >= t.shift_threshold) & ~frustrated
     return frustrated & rows, clear & rows
 
 
@@ -298,9 +331,12 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loso", action="store_true", help="leave each set out in turn")
     parser.add_argument("--dry-run", action="store_true", help="write nothing")
+    parser.add_argument(
+        "--cache", type=Path, help="keep the texts' vectors in this file between runs"
+    )
     args = parser.parse_args()
     groups = {(p.parent.name if p.name == "cases.jsonl" else p.stem): load(p) for p in DEV}
-    rows, model = await rows_of(groups)
+    rows, model = await rows_of(groups, args.cache)
     d = Data(rows)
     everything = np.ones(len(rows), dtype=bool)
     print(f"{len(rows)} conversations from {len(groups)} development sets; model {model}")

@@ -17,7 +17,9 @@ quotes nobody; an explicit cue ("by the way") that opens a sentence decides on i
 it announces a request or stands alone ("btw, how do I …", "Change of subject.") the message
 is a candidate whatever follows, and the threshold is raised a little (`cue_bonus`;
 `lexical_cue_bonus` in lexical mode); when it introduces a detail ("btw, the wall is
-plasterboard. Does that matter?") it is none. Nothing is judged before the session has
+plasterboard. Does that matter?") it is none. With the learned models (`learned.py`) the rules
+are the shift model's features instead of a gate: every message with enough earlier vectors is
+judged (`judges_shift`). Nothing is judged before the session has
 `MIN_RECENT_MESSAGES` earlier messages. The thresholds and the cue bonus are chosen by the
 rule in `bench/analyzer_select.py`.
 
@@ -100,7 +102,7 @@ class Analysis:
     mode: Mode = Mode.LEXICAL
     score: float | None = None  # None when the topic was not judged
     margin: float | None = None  # distance to the threshold, negative for a shift (see above)
-    candidate: bool = False  # the structural rules allow a shift here
+    candidate: bool = False  # a shift was judged here (the rules allowed one, or the model)
 
     @property
     def suggestion(self) -> Suggestion | None:
@@ -222,7 +224,13 @@ def needs_vector(reading: Reading, params: Params) -> bool:
     similarity to the complaints would not count (`_heard_out`)."""
     if reading.complains:
         return False
-    return reading.candidate or params.learned is not None or not _heard_out(reading)
+    return judges_shift(reading, params) or not _heard_out(reading)
+
+
+def judges_shift(reading: Reading, params: Params) -> bool:
+    """Can this message be a topic shift? With the learned models any message can (the
+    structural rules are among their features); otherwise only a structural candidate."""
+    return reading.candidate or params.learned is not None
 
 
 def settled(reading: Reading, *, frustration: bool) -> Analysis:
@@ -269,12 +277,13 @@ def analyze(
             margin = learned.shift_margin(text, r.signals, vector, recent_vectors, score)
             return Analysis(
                 frustration=frustration,
-                topic_shift=candidate and margin <= 0,  # the model's logit reached its threshold
+                # the model's logit reached its threshold; frustration comes first
+                topic_shift=not frustration and margin <= 0,
                 keywords=words,
                 mode=Mode.SEMANTIC,
                 score=score,
                 margin=margin,
-                candidate=candidate,
+                candidate=True,
             )
         mode, threshold = Mode.SEMANTIC, params.semantic_threshold
     else:

@@ -8,8 +8,9 @@ rules are read first, then:
 
 1. the message is embedded when the verdict may depend on it (the complaint similarity, or
    the learned frustration model, which weighs quotes and thanks itself);
-2. the earlier messages' vectors are asked for (`earlier`) only when the message is a topic
-   shift candidate that is not frustrated — the one verdict that compares with them.
+2. the earlier messages' vectors are asked for (`earlier`) only when the message can be a
+   topic shift (`detect.judges_shift`: a structural candidate, or any message for the learned
+   models) and is not frustrated — the one verdict that compares with them.
 
 A message that was not embedded stays in the session's state as text (`state.py`) and is
 embedded the first time a later message needs it, once: its vector then replaces the text.
@@ -32,6 +33,7 @@ from gateway.analyzer.detect import (
     Vector,
     analyze,
     frustrated,
+    judges_shift,
     needs_vector,
     read,
     settled,
@@ -74,7 +76,7 @@ async def judge_lazily(
         return Judgement(analyze(text, recent, params, reading=reading))
     complaint = side.complaint_similarity(vector)
     upset = frustrated(text, reading, params, vector=vector, complaint=complaint)
-    if upset or not reading.candidate:
+    if upset or not judges_shift(reading, params):
         return Judgement(settled(reading, frustration=upset), vector)
     analysis = analyze(
         text,

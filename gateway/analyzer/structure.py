@@ -200,3 +200,22 @@ def points_back(text: str) -> bool:
 def _names_nobody_new(text: str) -> bool:
     person = _THIRD_PERSON.search(text)
     return person is not None and _POSSESSIVE.search(text, 0, person.start()) is None
+
+
+def shape(text: str, cue: bool) -> tuple[bool, ...]:
+    """What the message does, rule by rule, for the learned shift model (which weighs each on
+    its own instead of the all-or-nothing `candidate`): it asks; it points back, and each way
+    of doing so — a yes/no question, a back reference, an opening acknowledgement, an opening
+    continuation word; a cue announces a request. `text` is the user's own words."""
+    return (
+        asks(text),
+        points_back(text),
+        _POLAR_QUESTION.search(text) is not None,
+        _BACK_REFERENCE.search(text) is not None,
+        _ACK_START.search(text) is not None,
+        _CONTINUATION_START.search(text) is not None,
+        cue and cued_request(text),
+    )
+
+
+SHAPE_SIZE = len(shape("", False))

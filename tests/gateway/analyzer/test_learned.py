@@ -25,6 +25,7 @@ from gateway.analyzer.learned import (
 )
 from gateway.analyzer.semantic import SemanticSide
 from gateway.analyzer.settings import AnalyzerSection
+from gateway.analyzer.structure import SHAPE_SIZE
 from gateway.analyzer.watcher import params_of
 from tests.conftest import make_config
 from tests.fakes.embedder import FakeEmbedder
@@ -82,16 +83,28 @@ async def test_the_model_decides_a_message_no_rule_matches() -> None:
     assert (calm[0], upset[0]) == (False, True)
 
 
-async def test_a_shift_needs_the_model_and_the_structural_rules() -> None:
+async def test_the_model_decides_a_shift_with_the_structural_rules_as_features() -> None:
     params = Params(learned=learned())
     _, shift, margin = await judged([*ON_TOPIC, SHIFT], params)
     assert shift and margin is not None and margin < 0
     # on topic: a high topic score, no shift
     _, shift, margin = await judged([*ON_TOPIC, "How long does a postgres failover take?"], params)
     assert not shift and margin is not None and margin > 0
-    # not a request (a statement): never a shift, however low its score
-    _, shift, _ = await judged([*ON_TOPIC, "My salary is paid monthly."], params)
-    assert not shift
+    # A statement is no structural candidate: without the models it is never a shift, however
+    # low its score; with them it is judged, and a model that reads the score alone calls its
+    # low score a shift...
+    statement = [*ON_TOPIC, "My salary is paid monthly."]
+    without = await eager(statement, Params())
+    assert without.score is not None and without.score < 0.5
+    assert not (without.candidate or without.topic_shift)
+    analysis = await eager(statement, params)
+    assert analysis.candidate and analysis.topic_shift
+    # ... while one that also weighs whether the message asks for something does not.
+    asks = N_SHIFT - SHAPE_SIZE  # the first of the structural features: it asks
+    weights = tuple(-10.0 if n == 1 else 20.0 if n == asks else 0.0 for n in range(N_SHIFT))
+    weighs_asking = Params(learned=learned(shift=Logistic(weights=weights, bias=-12.0)))
+    assert (await judged(statement, weighs_asking))[1] is False
+    assert (await judged([*ON_TOPIC, SHIFT], weighs_asking))[1] is True
 
 
 async def test_the_margin_is_the_logit_distance_scaled_for_the_confirmation_band() -> None:

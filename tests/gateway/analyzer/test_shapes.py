@@ -7,7 +7,7 @@ import pytest
 from gateway.analyzer.detect import Params, analyze, is_frustrated, read, similar_complaint
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import Prototypes, cohesion
-from gateway.analyzer.structure import has_cue
+from gateway.analyzer.structure import SHAPE_SIZE, has_cue, shape
 
 
 @pytest.mark.parametrize(
@@ -236,3 +236,25 @@ def test_a_cue_keeps_the_similarity_out() -> None:
 )
 def test_which_messages_may_open_a_new_subject(text: str, candidate: bool) -> None:
     assert read(text).candidate is candidate
+
+
+@pytest.mark.parametrize(
+    ("text", "cue", "want"),
+    [
+        # asks, points back, yes/no, back reference, opening acknowledgement, opening
+        # continuation word, a cue announcing a request
+        ("where is the tallest lighthouse", False, (1, 0, 0, 0, 0, 0, 0)),
+        ("and what about it?", False, (1, 1, 0, 1, 0, 1, 0)),
+        ("is that normal?", False, (1, 1, 1, 1, 0, 0, 0)),
+        ("ok, thanks. what next?", False, (1, 1, 0, 0, 1, 0, 0)),
+        ("the soil stays wet", False, (0, 0, 0, 0, 0, 0, 0)),
+        ("by the way, how tall is the etna?", True, (1, 0, 0, 0, 0, 0, 1)),
+        ("btw, the wall is plasterboard", True, (0, 0, 0, 0, 0, 0, 0)),
+    ],
+)
+def test_the_shape_the_learned_shift_model_reads(
+    text: str, cue: bool, want: tuple[int, ...]
+) -> None:
+    assert has_cue(text) is cue
+    assert shape(text, cue) == tuple(map(bool, want))
+    assert len(want) == SHAPE_SIZE
