@@ -72,6 +72,7 @@ DEV = [
     DATA / "analyzer_blind6/cases.jsonl",  # the same (the learned models' first blind set)
     DATA / "analyzer_blind7/cases.jsonl",  # the same
     DATA / "analyzer_blind8/cases.jsonl",  # the same
+    DATA / "analyzer_blind9/cases.jsonl",  # the same (the structural rules as features)
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same

@@ -11,8 +11,9 @@ they are worth on data they were not written for. Each decision is two steps:
 2. a logistic combination of that probe's logit with the signals of the rule side — the
    frustration rules, quotes, thanks, work resets, follow-ups, cues, the complaint similarity,
    the topic score and the similarities behind it, and a few surface figures (length, capitals,
-   a question mark, addressing "you", an eye-roll emoji) — standardised with the training
-   data's means and deviations.
+   a question mark, addressing "you", an eye-roll emoji), and for frustration what the message
+   says of the user's earlier words (`corrections.py`: "I said …", a count of times, "again")
+   — standardised with the training data's means and deviations.
 
 A message is frustrated when the frustration rules match or the combination's logit reaches
 its threshold; it is a topic shift when it is not frustrated and the shift combination's logit
@@ -44,6 +45,7 @@ from operator import mul
 from pathlib import Path
 from typing import Any
 
+from gateway.analyzer.corrections import corrections
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import cohesion, cosine, unit
 from gateway.analyzer.structure import shape
@@ -117,6 +119,7 @@ def frustration_features(
         float(s.cue),
         float(s.heard_out),
         *surface(text, s.words),
+        *map(float, corrections(strip_quoted(text))),
     ]
 
 

@@ -4,6 +4,7 @@ session's own similarity baseline for topic shifts, and which messages may open 
 
 import pytest
 
+from gateway.analyzer.corrections import CORRECTIONS, corrections
 from gateway.analyzer.detect import Params, analyze, is_frustrated, read, similar_complaint
 from gateway.analyzer.quoting import strip_quoted
 from gateway.analyzer.semantic import Prototypes, cohesion
@@ -258,3 +259,29 @@ def test_the_shape_the_learned_shift_model_reads(
     assert has_cue(text) is cue
     assert shape(text, cue) == tuple(map(bool, want))
     assert len(want) == SHAPE_SIZE
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # what the user said before, in every covered language, with and without accents
+        ("i told you it's a cat, not a dog", (1, 0, 0)),
+        ("ich hab doch geschrieben KEIN keller", (1, 0, 0)),
+        ("je t'ai dit 8-10 ans", (1, 0, 0)),
+        ("te he dicho que son de los 80", (1, 0, 0)),
+        ("eu disse 10 MESES", (1, 0, 0)),
+        ("ti ho detto che è piccolo", (1, 0, 0)),
+        ("ik zei toch dat het een huurhuis is", (1, 0, 0)),
+        ("pisalam ze pracuje NA ZMIANY", (1, 0, 0)),
+        # counted repetitions, "again"
+        ("ca fait 3 fois que tu me ressors la meme position", (0, 1, 0)),
+        ("ja é a terceira vez que me dizes isso", (0, 1, 0)),
+        ("schon wieder die gleiche tabelle", (0, 0, 1)),
+        # none of it: somebody else's words, a plain question
+        ("my landlord told me the boiler is new", (0, 0, 0)),
+        ("where does the fender go", (0, 0, 0)),
+    ],
+)
+def test_what_the_user_said_before_as_features(text: str, want: tuple[int, ...]) -> None:
+    assert corrections(text) == tuple(map(bool, want))
+    assert len(want) == CORRECTIONS
