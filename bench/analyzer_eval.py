@@ -73,6 +73,7 @@ DEV = [
     DATA / "analyzer_blind7/cases.jsonl",  # the same
     DATA / "analyzer_blind8/cases.jsonl",  # the same
     DATA / "analyzer_blind9/cases.jsonl",  # the same (the structural rules as features)
+    DATA / "analyzer_blind10/cases.jsonl",  # the same
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same
@@ -82,6 +83,8 @@ DEV = [
     DATA / "analyzer_train7/cases.jsonl",  # the same, cues balanced between shifts and not
     DATA / "analyzer_train8/cases.jsonl",  # the same
     DATA / "analyzer_train9/cases.jsonl",  # the same
+    DATA / "analyzer_train10/cases.jsonl",  # the same, after set 10's misses
+    DATA / "analyzer_train11/cases.jsonl",  # the same
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
