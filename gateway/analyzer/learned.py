@@ -47,7 +47,7 @@ from typing import Any
 
 from gateway.analyzer.corrections import corrections
 from gateway.analyzer.quoting import strip_quoted
-from gateway.analyzer.semantic import cohesion, cosine, unit
+from gateway.analyzer.semantic import MAX_EMBED_CHARS, cohesion, cosine, unit
 from gateway.analyzer.structure import shape
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,12 @@ _ANGRY = re.compile("[🙄😡🤦😤🙃👏😒]")
 _CAPITAL_WORD = re.compile(r"\b[A-ZÄÖÜÉÈ]{2,}\b")
 # Recent vectors the shift features look at (the analyzer's window).
 RECENT = 4
+
+
+def _own(text: str) -> str:
+    """The user's own words in the part of the message that is embedded: the features that
+    read phrases look no further than the model does (and stay fast on a long message)."""
+    return strip_quoted(text[:MAX_EMBED_CHARS])
 
 
 def surface(text: str, words: int) -> list[float]:
@@ -119,7 +125,7 @@ def frustration_features(
         float(s.cue),
         float(s.heard_out),
         *surface(text, s.words),
-        *map(float, corrections(strip_quoted(text))),
+        *map(float, corrections(_own(text))),
     ]
 
 
@@ -162,7 +168,7 @@ def shift_features(
         min(s.words, 20) / 20,
         float("?" in text),
         float(min(len(recent), RECENT)),
-        *map(float, shape(strip_quoted(text), s.cue)),
+        *map(float, shape(_own(text), s.cue)),
     ]
 
 
