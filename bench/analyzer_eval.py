@@ -75,6 +75,7 @@ DEV = [
     DATA / "analyzer_blind9/cases.jsonl",  # the same (the structural rules as features)
     DATA / "analyzer_blind10/cases.jsonl",  # the same
     DATA / "analyzer_blind11/cases.jsonl",  # the same
+    DATA / "analyzer_blind12/cases.jsonl",  # the same
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same

@@ -3,7 +3,7 @@
     python -m bench.analyzer_train            # train, choose the thresholds, write learned.json
     python -m bench.analyzer_train --loso     # the procedure on all sets but one, each in turn
     python -m bench.analyzer_train --dry-run  # train and report, write nothing
-    python -m bench.analyzer_train --cache /tmp/vectors.pkl  # keep the vectors between runs
+    python -m bench.analyzer_train --cache ~/.cache/iris-vectors.npz  # keep the vectors
 
 Needs the `semantic` extra (the vectors) and numpy (which the extra brings). Deterministic: L2
 regularised logistic regression fitted by Newton's method, no sampling.
@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import pickle
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,21 +124,34 @@ def _round(values: np.ndarray) -> list[float]:
 
 
 def _read_cache(cache: Path, model: str | None) -> dict[str, Vec]:
+    """The vectors kept in `cache` for `model` (none for another model or no file). A NumPy
+    archive read without pickle: texts, vectors and the model's name."""
     if not cache.exists():
         return {}
-    with cache.open("rb") as f:
-        saved = pickle.load(f)
-    return dict(saved["vectors"]) if saved.get("model") == model else {}
+    with np.load(cache, allow_pickle=False) as saved:
+        if str(saved["model"]) != model:
+            return {}
+        return {
+            str(text): tuple(map(float, vector))
+            for text, vector in zip(saved["texts"], saved["vectors"], strict=True)
+        }
 
 
 def _write_cache(cache: Path, model: str | None, vectors: dict[str, Vec]) -> None:
-    with cache.open("wb") as f:
-        pickle.dump({"model": model, "vectors": vectors}, f)
+    """Write the archive next to `cache`, then move it into place (never half written)."""
+    partial = cache.with_name(cache.name + ".partial.npz")
+    np.savez(
+        partial,
+        model=np.array(model or ""),
+        texts=np.array(list(vectors)),
+        vectors=np.array(list(vectors.values()), dtype=np.float64),
+    )
+    os.replace(partial, cache)
 
 
 async def vectors_of(side: SemanticSide, texts: list[str], cache: Path | None) -> dict[str, Vec]:
-    """Every text's vector; with `cache`, those kept there for this model are reused and the
-    file updated (a pickle this script wrote: read only files you made yourself)."""
+    """Every text's vector; with `cache` (a NumPy archive), those kept there for this model
+    are reused and the file updated."""
     kept: dict[str, Vec] = {}
     if cache is not None:
         await side.embed("warm-up")  # loads the model, so its name is known
@@ -285,8 +298,10 @@ class Trained:
 
 
 def train(d: Data, within: np.ndarray) -> Trained:
-    """The whole procedure on the rows in `within`. The shift models learn from the rows they
-    decide live: messages judged in semantic mode that no rule calls frustrated."""
+    """The whole procedure on the rows in `within`. The shift models learn from the messages
+    judged in semantic mode that no rule calls frustrated (live, those the frustration model
+    calls frustrated are not put to the shift model either; the verdicts are the same, since
+    frustration comes first)."""
     fx = d.features("frustration", out_of_fold_probe(d, d.compact, within))
     f_scores = out_of_fold_stack(fx, d.compact, d, within)
     f_threshold = choose_frustration(f_scores, d, within)

@@ -102,7 +102,8 @@ class Analysis:
     mode: Mode = Mode.LEXICAL
     score: float | None = None  # None when the topic was not judged
     margin: float | None = None  # distance to the threshold, negative for a shift (see above)
-    candidate: bool = False  # a shift was judged here (the rules allowed one, or the model)
+    judged: bool = False  # a shift was judged here: a structural candidate, or any message
+    # the learned shift model decided
 
     @property
     def suggestion(self) -> Suggestion | None:
@@ -113,7 +114,7 @@ class Analysis:
     def near(self, params: Params) -> bool:
         """Close enough to the threshold (either side) for the confirmation model to decide."""
         return (
-            self.candidate
+            self.judged
             and not self.frustration
             and self.margin is not None
             and abs(self.margin) <= params.confirm_band
@@ -227,10 +228,13 @@ def needs_vector(reading: Reading, params: Params) -> bool:
     return judges_shift(reading, params) or not _heard_out(reading)
 
 
-def judges_shift(reading: Reading, params: Params) -> bool:
+def judges_shift(reading: Reading, params: Params, vector: Vector | None = None) -> bool:
     """Can this message be a topic shift? With the learned models any message can (the
-    structural rules are among their features); otherwise only a structural candidate."""
-    return reading.candidate or params.learned is not None
+    structural rules are among their features; for a vector they fit, when it is known);
+    otherwise only a structural candidate."""
+    if reading.candidate or params.learned is None:
+        return reading.candidate
+    return vector is None or _learned(params, vector) is not None
 
 
 def settled(reading: Reading, *, frustration: bool) -> Analysis:
@@ -283,7 +287,7 @@ def analyze(
                 mode=Mode.SEMANTIC,
                 score=score,
                 margin=margin,
-                candidate=True,
+                judged=True,
             )
         mode, threshold = Mode.SEMANTIC, params.semantic_threshold
     else:
@@ -300,7 +304,7 @@ def analyze(
         mode=mode,
         score=score,
         margin=margin,
-        candidate=candidate,
+        judged=candidate,
     )
 
 

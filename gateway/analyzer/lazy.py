@@ -76,7 +76,7 @@ async def judge_lazily(
         return Judgement(analyze(text, recent, params, reading=reading))
     complaint = side.complaint_similarity(vector)
     upset = frustrated(text, reading, params, vector=vector, complaint=complaint)
-    if upset or not judges_shift(reading, params):
+    if upset or not judges_shift(reading, params, vector):
         return Judgement(settled(reading, frustration=upset), vector)
     analysis = analyze(
         text,

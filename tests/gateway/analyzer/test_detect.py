@@ -291,7 +291,7 @@ def test_short_messages_and_back_references_are_continuations() -> None:
     ],
 )
 def test_more_ways_of_pointing_back(text: str) -> None:
-    assert not analyze(text, SOURDOUGH, vector=TAXES, recent_vectors=[BREAD, BREAD]).candidate
+    assert not analyze(text, SOURDOUGH, vector=TAXES, recent_vectors=[BREAD, BREAD]).judged
 
 
 @pytest.mark.parametrize(

