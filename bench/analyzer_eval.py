@@ -76,6 +76,7 @@ DEV = [
     DATA / "analyzer_blind10/cases.jsonl",  # the same
     DATA / "analyzer_blind11/cases.jsonl",  # the same
     DATA / "analyzer_blind12/cases.jsonl",  # the same
+    DATA / "analyzer_blind13/cases.jsonl",  # the same (the shipped models were not retrained)
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same
