@@ -70,7 +70,7 @@ _COUNT = (
 _TIMES = r"(?:times|time|mal|fois|veces|vez|vezes|volte|volta|keer|raz|razy)"
 # "3 times a day", "2 razy w tygodniu", "2 mal 3": a frequency or a product, not a count.
 _NOT_A_COUNT = (
-    r"(?!\s*(?:\d|x\b|a |an |per |each |every |pro |par |al |a la |por |alla |al |per |na |w "
+    r"(?!\s*(?:\d|x\b|a |an |per |each |every |pro |par |al |a la |por |alla |na |w "
     r"|in de |op een |in |dziennie|tygodniowo|daily|weekly|täglich|am tag|die woche))"
 )
 _COUNTED = rx(

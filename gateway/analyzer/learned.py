@@ -12,7 +12,7 @@ they are worth on data they were not written for. Each decision is two steps:
    frustration rules, quotes, thanks, work resets, follow-ups, cues, the complaint similarity,
    the topic score and the similarities behind it, and a few surface figures (length, capitals,
    a question mark, addressing "you", an eye-roll emoji), and for frustration what the message
-   says of the user's earlier words (`corrections.py`: "I said …", a count of times, "again")
+   says of the user's earlier words (`corrections.py`: "I told you …", a count of times)
    — standardised with the training data's means and deviations.
 
 A message is frustrated when the frustration rules match or the combination's logit reaches
