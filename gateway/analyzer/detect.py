@@ -49,7 +49,7 @@ from gateway.analyzer.frustration import acknowledges, complains, follows_up, re
 from gateway.analyzer.keywords import keywords, overlap, recent_stems
 from gateway.analyzer.learned import Learned, Signals
 from gateway.analyzer.quoting import strip_quoted
-from gateway.analyzer.semantic import cohesion, topic_similarity
+from gateway.analyzer.semantic import MAX_EMBED_CHARS, cohesion, topic_similarity
 from gateway.analyzer.structure import asks, cued_request, has_cue, points_back
 
 Suggestion = Literal["clear", "compact"]
@@ -138,6 +138,7 @@ class Reading:
     follow_up: bool  # a question building on the answer ("hm. and if that doesn't help?")
     cue: bool  # an explicit cue ("by the way")
     candidate: bool  # the structural rules allow a topic shift here
+    own: str = ""  # the user's own words (quotes, code and reported speech blanked)
 
     @property
     def signals(self) -> Signals:
@@ -150,6 +151,7 @@ class Reading:
             follow_up=self.follow_up,
             cue=self.cue,
             candidate=self.candidate,
+            own=self.own[:MAX_EMBED_CHARS],
         )
 
 
@@ -172,6 +174,7 @@ def read(text: str) -> Reading:
         follows_up(own),
         cue,
         candidate,
+        own,
     )
 
 
@@ -254,16 +257,19 @@ def analyze(
     recent_vectors: Sequence[Vector] = (),
     complaint: float | None = None,
     reading: Reading | None = None,
+    frustration: bool | None = None,
 ) -> Analysis:
     """Judge `text` against the session's recent user messages (oldest first).
 
     `recent` holds their keywords; `vector`/`recent_vectors` the embeddings when known;
     `complaint` the message's similarity to the generic complaints; `reading` what `read`
-    made of `text`, when the caller has it already.
+    made of `text`, and `frustration` the verdict of `frustrated` on it with the same vector
+    and complaint, when the caller has them already.
     """
     r = reading or read(text)
     words, candidate, cue = r.words, r.candidate, r.cue
-    frustration = frustrated(text, r, params, vector=vector, complaint=complaint)
+    if frustration is None:
+        frustration = frustrated(text, r, params, vector=vector, complaint=complaint)
     similarity = (
         topic_similarity(vector, recent_vectors)
         if vector is not None and len(recent_vectors) >= MIN_RECENT_MESSAGES

@@ -86,6 +86,7 @@ async def judge_lazily(
         recent_vectors=await earlier(),
         complaint=complaint,
         reading=reading,
+        frustration=upset,
     )
     return Judgement(analysis, vector)
 

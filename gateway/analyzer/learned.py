@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.analyzer.corrections import corrections
-from gateway.analyzer.quoting import strip_quoted
-from gateway.analyzer.semantic import MAX_EMBED_CHARS, cohesion, cosine, unit
+from gateway.analyzer.semantic import cohesion, cosine, unit
 from gateway.analyzer.structure import shape
 
 log = logging.getLogger(__name__)
@@ -69,12 +68,6 @@ _ANGRY = re.compile("[🙄😡🤦😤🙃👏😒]")
 _CAPITAL_WORD = re.compile(r"\b[A-ZÄÖÜÉÈ]{2,}\b")
 # Recent vectors the shift features look at (the analyzer's window).
 RECENT = 4
-
-
-def _own(text: str) -> str:
-    """The user's own words in the part of the message that is embedded: the features that
-    read phrases look no further than the model does (and stay fast on a long message)."""
-    return strip_quoted(text[:MAX_EMBED_CHARS])
 
 
 def surface(text: str, words: int) -> list[float]:
@@ -105,6 +98,9 @@ class Signals:
     follow_up: bool
     cue: bool
     candidate: bool
+    # the user's own words, in the part of the message that is embedded: the features that
+    # read phrases look no further than the model does (and stay fast on a long message)
+    own: str = ""
 
     @property
     def heard_out(self) -> bool:
@@ -125,7 +121,7 @@ def frustration_features(
         float(s.cue),
         float(s.heard_out),
         *surface(text, s.words),
-        *map(float, corrections(_own(text))),
+        *map(float, corrections(s.own)),
     ]
 
 
@@ -168,7 +164,7 @@ def shift_features(
         min(s.words, 20) / 20,
         float("?" in text),
         float(min(len(recent), RECENT)),
-        *map(float, shape(_own(text), s.cue)),
+        *map(float, shape(s.own, s.cue)),
     ]
 
 
@@ -292,8 +288,9 @@ class Learned:
 
 
 # How many features each combination reads (the shipped weights must have as many).
-FRUSTRATION_FEATURES = len(frustration_features("", Signals(0, *[False] * 7), 0.0, None))
-SHIFT_FEATURES = len(shift_features("", Signals(0, *[False] * 7), 0.0, [], [], None))
+_NOTHING = Signals(0, False, False, False, False, False, False, False)
+FRUSTRATION_FEATURES = len(frustration_features("", _NOTHING, 0.0, None))
+SHIFT_FEATURES = len(shift_features("", _NOTHING, 0.0, [], [], None))
 
 _LOADED: dict[Path, Learned | None] = {}
 
