@@ -11,9 +11,10 @@ enabled = false`; its counters stay readable in `/admin stats` either way (vault
 
 `embedder` is the local model when the `semantic` extra is installed (the composition root
 passes it, shared with the knowledge feature), else None: lexical rules only. Its use is
-bounded by `[analyzer] embed_share` (`share.py`; `now`, a monotonic clock in seconds, is
-for tests); messages judged by the rules because the share was spent are counted in
-`iris_analyzer_embeddings_total{outcome="shed"}`.
+bounded by `[analyzer] embed_share` (`share.py`: a share of embedding time, a cap on the
+messages waiting for the model, and `spare`, whether the machine has a core to spare; `now`,
+a monotonic clock in seconds, is for tests); messages judged by the rules because of these
+bounds are counted in `iris_analyzer_embeddings_total{outcome="shed"}`.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ class AnalyzerFeature:
         settings: AnalyzerSection,
         *,
         embedder: Embedder | None = None,
+        spare: Callable[[], bool] | None = None,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.embedder = embedder if settings.semantic else None
-        self.share = EmbedShare(settings.embed_share, now=now)
+        self.share = EmbedShare(settings.embed_share, now=now, spare=spare)
         self.watcher: ContextWatch | None = None
         self.semantic: SemanticSide | None = None
 

@@ -10,16 +10,17 @@ rules are read first, then:
    the learned frustration model, which weighs quotes and thanks itself);
 2. the earlier messages' vectors are asked for (`earlier`) only when the message can be a
    topic shift (`detect.judges_shift`: a structural candidate, or any message for the learned
-   models) and is not frustrated — the one verdict that compares with them.
+   models) and is not frustrated — the one verdict that compares with them. Deferred ones
+   are embedded then, each only while the share admits it.
 
 A message that was not embedded stays in the session's state as text (`state.py`) and is
 embedded the first time a later message needs it, once: its vector then replaces the text.
 Without an embedder, for an empty message, or when the model fails, the lexical rules judge
 it exactly as before (`detect.analyze` without vectors). So does a message that needs its
-vector while the analyzer's share of embedding time is spent (`share.py`): it is `shed`,
-judged by the rules alone (frustration by rule; a topic shift only after an explicit cue at
-the default lexical threshold, the fallback's precise side) and kept as text like a deferred
-one.
+vector while the share's bounds say no (`share.py`: the share of embedding time is spent,
+two messages wait for the model, or no core is spare): it is `shed`, judged by the rules
+alone (frustration by rule; a topic shift only after an explicit cue at the default lexical
+threshold, the fallback's precise side) and kept as text like a deferred one.
 """
 
 from __future__ import annotations
@@ -98,14 +99,19 @@ def pending_text(text: str) -> str:
 
 async def session_vectors(side: SemanticSide, state: WatchState) -> list[tuple[float, ...]]:
     """The session's recent vectors, embedding the messages deferred so far (each once: the
-    vector replaces the text in `state`; one that fails to embed is dropped)."""
+    vector replaces the text in `state`; one that fails to embed is dropped). Each is
+    embedded only while the share's bounds admit it, the latest first: under load a message
+    is not charged for the whole backlog its session shed, and with fewer than two vectors
+    its topic is judged by the rules."""
     model = side.model
     if model is None:
         return []
     pending = state.pending_of(model)
     if pending:
         found: dict[str, tuple[str, tuple[float, ...]] | None] = {}
-        for text in dict.fromkeys(pending):
+        for text in reversed(dict.fromkeys(pending)):
+            if not side.admit():
+                break
             vector = await side.embed(text)
             found[text] = None if vector is None else (pack(vector), vector)
         state.resolved(model, found)

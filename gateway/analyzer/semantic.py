@@ -30,6 +30,7 @@ import logging
 import math
 import struct
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import repeat
 from operator import mul, truediv
@@ -268,7 +269,7 @@ class SemanticSide:
         return None if self.embedder is None else self.embedder.model
 
     def admit(self) -> bool:
-        """May a message be embedded now (the share of embedding time is not spent)?"""
+        """May a message be embedded now (the share's bounds, `share.py`)?"""
         return self.share is None or self.share.admit()
 
     async def warm(self) -> None:
@@ -306,13 +307,8 @@ class SemanticSide:
             return None
         try:
             await self._known(self.embedder)
-            share = self.share
-            started = share.now() if share is not None else 0.0
-            try:
+            with self.share.embedding() if self.share is not None else nullcontext():
                 (vector,) = await self.embedder.embed([text[:MAX_EMBED_CHARS]], query=True)
-            finally:
-                if share is not None:
-                    share.charge(share.now() - started)
         except Exception as exc:  # any failure of the optional model: lexical rules instead
             self._failed(exc)
             return None

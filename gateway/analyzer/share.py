@@ -16,30 +16,51 @@ further just when CPU is scarce. Light traffic never empties the bucket (at 0.25
 embedded in 25 ms every 0.1 s spends exactly the refill), so every message is embedded as
 before; a burst spends the stored time first.
 
-`share` 1 is no limit at all, 0 never embeds.
+Two more bounds hold below share 1, for the same reason:
+
+- **Waiting**: at most `MAX_WAITING` messages are being embedded for the analyzer at once
+  (the model's one worker runs them one after another). The reply waits for its message's
+  verdict when the model answers faster than the embedding, so a message admitted behind a
+  long queue would hold its reply for the whole queue; beyond it, the rules judge.
+- **A spare core** (`spare`, given by the composition root: `knowledge/spare_core.py`): a
+  message is embedded only while the machine has a whole core free of everything but the
+  embedding model itself. When the turns and everything else keep the cores busy, every
+  embedding would take CPU from the replies, one for one.
+
+`share` 1 is no limit at all (none of the three bounds), 0 never embeds.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 # Seconds of refill the bucket can hold: at share 0.25, 2.5 s of embedding (about a hundred
 # messages) before a burst is judged by the rules.
 BURST_S = 10.0
+# Messages being embedded (or waiting for the model) for the analyzer at once.
+MAX_WAITING = 2
 
 
 class EmbedShare:
     """A token bucket of embedding seconds; `now` is a monotonic clock in seconds."""
 
     def __init__(
-        self, share: float, *, burst_s: float = BURST_S, now: Callable[[], float] = time.monotonic
+        self,
+        share: float,
+        *,
+        burst_s: float = BURST_S,
+        now: Callable[[], float] = time.monotonic,
+        spare: Callable[[], bool] | None = None,
     ) -> None:
         if not 0.0 <= share <= 1.0:
             raise ValueError("embed_share must be between 0 and 1")
         self.share = share
         self.capacity = share * burst_s
         self.now = now
+        self.spare = spare
+        self.waiting = 0  # messages being embedded now
         self._tokens = self.capacity
         self._at = now()
 
@@ -54,10 +75,27 @@ class EmbedShare:
         return self._tokens
 
     def admit(self) -> bool:
-        """May one more message be embedded now?"""
+        """May one more message be embedded now? (The spare core is asked last: it reads
+        `/proc/stat`.)"""
         if self.unlimited:
             return True
-        return self.share > 0.0 and self._refill() > 0.0
+        return (
+            self.share > 0.0
+            and self.waiting < MAX_WAITING
+            and self._refill() > 0.0
+            and (self.spare is None or self.spare())
+        )
+
+    @contextmanager
+    def embedding(self) -> Iterator[None]:
+        """Around one message's embedding: it counts as waiting, and its duration is charged."""
+        started = self.now()
+        self.waiting += 1
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+            self.charge(self.now() - started)
 
     def charge(self, seconds: float) -> None:
         """An embedding took `seconds`."""

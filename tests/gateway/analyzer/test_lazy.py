@@ -66,14 +66,15 @@ async def test_a_message_is_embedded_only_when_a_verdict_needs_it_and_then_once(
     # The session is too young for any tip: nothing is embedded, the texts wait in the state.
     assert embedder.texts == []
     assert state_of(harness).pending_of(embedder.model) == [first, second]
-    # A question can be a topic shift: it is embedded, and so are the earlier two, now.
+    # A question can be a topic shift: it is embedded, and so are the earlier two, now (the
+    # latest first).
     assert tip_of(await harness.say(question)) is None
-    assert embedder.texts == [question, first, second]
+    assert embedder.texts == [question, second, first]
     state = state_of(harness)
     assert state.pending_of(embedder.model) == [] and len(state.vectors_of(embedder.model)) == 3
     # A shift is told from the vectors kept: only the new message is embedded.
     assert tip_of(await harness.say(SHIFT)) is not None
-    assert embedder.texts == [question, first, second, SHIFT]
+    assert embedder.texts == [question, second, first, SHIFT]
 
 
 async def test_quotes_and_rule_complaints_are_not_embedded(
@@ -172,4 +173,4 @@ async def test_a_message_deferred_in_one_process_is_embedded_in_the_next(config:
         await app.router.submit(inbound(ON_TOPIC[2]))
     finally:
         await app.__aexit__(None, None, None)
-    assert again.texts == [ON_TOPIC[2], ON_TOPIC[0], ON_TOPIC[1]]
+    assert again.texts == [ON_TOPIC[2], ON_TOPIC[1], ON_TOPIC[0]]  # the latest first

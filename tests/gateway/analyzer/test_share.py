@@ -11,7 +11,7 @@ import pytest
 
 from gateway.analyzer.detect import Mode, Params, replay
 from gateway.analyzer.feature import AnalyzerFeature
-from gateway.analyzer.lazy import judge_lazily
+from gateway.analyzer.lazy import judge_lazily, session_vectors
 from gateway.analyzer.semantic import SemanticSide
 from gateway.analyzer.share import BURST_S, EmbedShare
 from gateway.analyzer.state import WatchState
@@ -167,9 +167,10 @@ async def test_a_burst_beyond_the_share_sheds_and_refill_resumes(
     clock.advance(20.0)  # the share refills (an idle stretch)
     await app.router.submit(inbound("Which settings make the database failover faster?"))
     assert outcomes(app)["embedded"] == 4.0
-    # A shift candidate compares with the earlier messages: the shed texts are embedded now.
-    assert set(statements[-3:]) <= set(embedder.texts)
-    assert not any(isinstance(e, str) for e in saved_state(app).vectors)
+    # A shift candidate compares with the earlier messages: the shed texts are embedded now,
+    # the latest first, each while the share admits it (2.5 s held: the message and two).
+    assert embedder.texts[-3:] == [embedder.texts[-3], statements[7], statements[6]]
+    assert saved_state(app).pending_of(embedder.model) == [statements[5]]
 
 
 async def test_a_shed_message_is_not_put_to_the_confirmation_model(tmp_path: Path) -> None:
@@ -189,3 +190,69 @@ def test_embed_share_out_of_range_is_one_line_naming_the_key(tmp_path: Path) -> 
 
 def test_default_share_and_config(config: Config) -> None:
     assert config.settings.analyzer.embed_share == 0.25
+
+
+def test_no_more_than_two_messages_wait_for_the_model() -> None:
+    clock = ManualClock()
+    share = EmbedShare(0.25, now=lambda: seconds(clock))
+    with share.embedding():
+        assert share.admit()
+        with share.embedding():
+            assert not share.admit()  # a third would wait behind two: the rules judge it
+        assert share.admit()
+
+    def failing() -> None:
+        with share.embedding():
+            clock.advance(0.5)
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):  # a failed embedding still ends, and is charged
+        failing()
+    assert share.waiting == 0 and share.available_s == pytest.approx(2.5 - 0.5)
+
+
+def test_without_a_spare_core_the_rules_judge() -> None:
+    clock = ManualClock()
+    spare = [False]
+    share = EmbedShare(0.25, now=lambda: seconds(clock), spare=lambda: spare[0])
+    assert not share.admit()
+    spare[0] = True
+    assert share.admit()
+    # Share 1 is no limit at all: neither the spare core nor the waiting messages count.
+    free = EmbedShare(1.0, now=lambda: seconds(clock), spare=lambda: False)
+    with free.embedding(), free.embedding():
+        assert free.admit()
+
+
+async def test_a_session_backlog_is_embedded_only_while_the_share_admits() -> None:
+    clock = ManualClock()
+    embedder = Slow(clock, cost=1.0)
+    spare = [True]
+    share = EmbedShare(1.0 / BURST_S, now=lambda: seconds(clock), spare=lambda: spare[0])
+    side = SemanticSide(embedder, share)
+    state = WatchState()
+    for text in ON_TOPIC:
+        state.with_vector(embedder.model, text, 4)
+    await side.warm()
+    clock.advance(BURST_S)  # 1 s held
+    spare[0] = False  # the machine is busy: nothing of the backlog is embedded
+    assert await session_vectors(side, state) == []
+    assert embedder.texts == [] and state.pending_of(embedder.model) == list(ON_TOPIC)
+    spare[0] = True  # one second held: the latest is embedded, then the share is spent
+    assert len(await session_vectors(side, state)) == 1
+    assert embedder.texts == [ON_TOPIC[-1]]
+    assert state.pending_of(embedder.model) == list(ON_TOPIC[:-1])
+
+
+def test_the_composition_root_bounds_the_analyzer_by_a_spare_core(tmp_path: Path) -> None:
+    from gateway.app.features import default_features
+    from gateway.knowledge.local_embedder import AVAILABLE
+    from gateway.knowledge.spare_core import SpareCore
+
+    (feature,) = [
+        f for f in default_features(make_config(tmp_path)) if isinstance(f, AnalyzerFeature)
+    ]
+    # With the local model, its own calls are what the spare core leaves out; without it,
+    # nothing is embedded and nothing is asked.
+    assert isinstance(feature.share.spare, SpareCore) is AVAILABLE
+    assert (feature.share.spare is None) is not AVAILABLE

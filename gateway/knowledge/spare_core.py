@@ -1,0 +1,93 @@
+"""Whether the machine has a core to spare for work that can wait: read from `/proc/stat`.
+
+The analyzer's embeddings are such work (a tip is a nicety; the reply is not): under a load
+that keeps the cores busy, every embedding is CPU taken from the turns, one for one. So,
+before it embeds a chat message, the analyzer asks `SpareCore` (`[analyzer] embed_share`
+below 1; the composition root passes it) whether, the embedding model's own work aside,
+
+- now: the runnable tasks (`procs_running`, counting the caller; less `excluded_now`, the
+  model's threads running) leave a core free, and
+- lately: `FREE_MIN`, a whole core, was left over the last `WINDOW_S` seconds or more
+  (the machine's busy time less `excluded`, the model's CPU seconds so far).
+
+The model's own work is left out so that the analyzer's embeddings do not shut themselves
+off: what matters is whether anything else wants the core they would use. The instant check
+answers at once when a burst starts after a quiet spell, before a window holds any of it.
+
+On two cores this admits while everything else uses up to one core: the event loop of a
+busy gateway takes one core at most, so the second is the model's unless other processes
+need it. A saturating burst (a closed loop against an instant fake model keeps both cores
+busy with the gateway and its fakes) leaves none, and its messages are judged by the rules.
+
+Before there is a window (the first call) only the instant check counts; where the file
+cannot be read, the answer is yes: the analyzer's other bounds (its share of embedding time,
+the messages waiting for the model) still hold. In a container the file is usually the
+host's, so other tenants count and the analyzer errs towards the rules on a busy host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from gateway.knowledge.embed_threads import (
+    WINDOW_S,
+    busy_seconds,
+    clock_ticks,
+    procs_running,
+    read_stat,
+    usable_cpus,
+)
+
+# The share of a core that must have been free of everything but the embedding model's own
+# calls: a whole one, the core an embedding runs on.
+FREE_MIN = 1.0
+
+
+class SpareCore:
+    def __init__(
+        self,
+        *,
+        excluded: Callable[[], float] = lambda: 0.0,
+        excluded_now: Callable[[], int] = lambda: 0,
+        read: Callable[[], bytes | None] = read_stat,
+        cpus: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        tick: float | None = None,
+    ) -> None:
+        self._excluded = excluded
+        self._excluded_now = excluded_now
+        self._read = read
+        self._cpus = usable_cpus() if cpus is None else cpus
+        self._clock = clock
+        self._tick = tick if tick is not None else 1 / clock_ticks()
+        # (time, machine busy seconds, excluded seconds): the window's start, and the mark
+        # that becomes its start once it is WINDOW_S old.
+        self._start: tuple[float, float, float] | None = None
+        self._next: tuple[float, float, float] | None = None
+
+    def used(self, stat: bytes | None = None) -> float | None:
+        """Cores the machine kept busy, the excluded work aside, since the window's start;
+        None before there is a window or when `/proc/stat` cannot be read. Moves the window."""
+        stat = self._read() if stat is None else stat
+        busy = None if stat is None else busy_seconds(stat, self._tick)
+        if busy is None:
+            return None
+        mark = (self._clock(), busy, self._excluded())
+        if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
+            self._start, self._next = self._next, mark
+        start = self._start
+        if start is None or mark[0] <= start[0]:
+            return None
+        spent = (mark[1] - start[1]) - (mark[2] - start[2])
+        return max(0.0, spent) / (mark[0] - start[0])
+
+    def __call__(self) -> bool:
+        stat = self._read()
+        if stat is None:
+            return True
+        running = procs_running(stat)
+        if running is not None and running - self._excluded_now() > max(self._cpus - 1, 1):
+            return False
+        used = self.used(stat)
+        return used is None or self._cpus - used >= FREE_MIN
