@@ -6,6 +6,7 @@
     python -m bench.analyzer_eval --speed             # latency, model load time, memory
     python -m bench.analyzer_eval --speed --cooldowns # the same with a live chat's cooldowns
     python -m bench.analyzer_eval FILE.jsonl ...      # any labelled set (e.g. the blind set)
+    python -m bench.analyzer_eval --earlier [--cache F] # tips on the messages before the last
 
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
 `analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind8/` (`cases.jsonl`; the
@@ -25,6 +26,11 @@ the false-tip rate on conversations labelled "none", each with a Wilson 95% inte
 and per language (`lang`, "en" when absent). Two modes: semantic (the local model of the
 `semantic` extra) and lexical (the fallback). No confirmation model is involved.
 
+Earlier messages (`--earlier`): the messages before the last of each conversation, judged as
+a live chat judges them (past the session's first messages, cooldowns after a tip), each
+counted as a false tip when it gets one: they are context written to lead up to the last
+message. `--cache` serves the vectors `analyzer_train.py --cache` kept.
+
 Speed: every message of every case judged the way a live chat does it (embed what a verdict
 needs, analyze, advance the window), p50/p99 per message; the model's load time; peak traced
 memory of the lexical pass and the process's peak RSS.
@@ -38,10 +44,11 @@ import json
 import math
 import resource
 import statistics
+import struct
 import sys
 import time
 import tracemalloc
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -52,7 +59,7 @@ from bench import analyzer_select as sel
 from gateway.analyzer.detect import Analysis, Params, advance, analyze, judge_conversation
 from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
 from gateway.analyzer.learned import load as load_learned
-from gateway.analyzer.semantic import SemanticSide, floats, pack, unpack
+from gateway.analyzer.semantic import MAX_EMBED_CHARS, SemanticSide, floats, pack, unpack
 from gateway.analyzer.settings import AnalyzerSection
 from gateway.analyzer.state import WatchState
 from gateway.analyzer.watcher import MIN_SESSION_MESSAGES
@@ -242,13 +249,16 @@ async def live_pass(
     timings: list[float],
     cache: dict[str, bytes] | None = None,
     cooldowns: bool = False,
+    earlier_tips: list[str | None] | None = None,
 ) -> None:
     """Every message judged as a live chat judges it; without `cooldowns` every verdict counts,
     with them none is needed (so nothing embedded) while a live session would be cooling down:
-    its first `MIN_SESSION_MESSAGES` messages and `COOLDOWN_MESSAGES` after a tip."""
+    its first `MIN_SESSION_MESSAGES` messages and `COOLDOWN_MESSAGES` after a tip.
+    `earlier_tips` collects the tip (or None) of every message but the last of a conversation
+    that was judged outside a cooldown."""
     for messages in conversations:
         state = WatchState()
-        for text in messages:
+        for position, text in enumerate(messages):
             if side is not None and cache is not None:
                 cache.clear()  # every live message is new text: no cached vector
             started = time.perf_counter_ns()
@@ -278,10 +288,48 @@ async def live_pass(
                 elif judged.deferred:
                     state.with_vector(side.model, pending_text(text), WINDOW)
             state.recent = advance(state.recent, analysis.keywords, WINDOW)
+            if earlier_tips is not None and not cooling and position < len(messages) - 1:
+                earlier_tips.append(analysis.suggestion)
             if analysis.suggestion is not None and not cooling:
                 state.last_suggestion_at = state.messages
             state.messages += 1
             timings.append((time.perf_counter_ns() - started) / 1e6)
+
+
+class Served:
+    """An `Embedder` serving the vectors kept by `analyzer_train.py --cache` (keyed by message
+    text), the local model for any other text."""
+
+    def __init__(self, inner: Embedder, kept: dict[str, Vec]) -> None:
+        self.inner, self.model, self.dim = inner, inner.model, inner.dim
+        self.kept = {text[:MAX_EMBED_CHARS]: vector for text, vector in kept.items()}
+
+    async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
+        missing = [t for t in texts if t not in self.kept]
+        found = dict(zip(missing, await self.inner.embed(missing, query=query), strict=True))
+        return [
+            found[t] if t in found else struct.pack(f"<{self.dim}f", *self.kept[t]) for t in texts
+        ]
+
+
+async def earlier_messages(
+    groups: dict[str, list[dict[str, Any]]], side: SemanticSide | None, params: Params
+) -> None:
+    """Tips on the messages before the last of each conversation, judged as a live chat judges
+    them (its cooldowns included). Those messages are unlabelled context written to lead up to
+    the last one, so each tip there is counted as a false one (an upper bound: now and then a
+    context message may itself change the subject)."""
+    pooled: list[str | None] = []
+    for name, cases in groups.items():
+        shown: list[str | None] = []
+        conversations = [list(c["messages"]) for c in cases]
+        await live_pass(conversations, side, params, [], None, True, shown)
+        pooled += shown
+        tips = [s for s in shown if s is not None]
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(Counter(tips).items()))
+        print(f"  {name:32} tips {interval(len(tips), len(shown))}  {kinds}")
+    tips = [s for s in pooled if s is not None]
+    print(f"  {'all':32} tips {interval(len(tips), len(pooled))}")
 
 
 class Counting:
@@ -345,6 +393,28 @@ async def speed(
     )
 
 
+async def earlier_pass(
+    groups: dict[str, list[dict[str, Any]]],
+    embedder: Embedder | None,
+    mode: str,
+    cache: Path | None,
+    learned: bool,
+) -> None:
+    params = Params()
+    if mode != "semantic":
+        print("mode lexical")
+        await earlier_messages(groups, None, params)
+    if embedder is not None:
+        from bench.analyzer_train import read_cache  # it imports this module
+
+        kept = read_cache(cache, embedder.model) if cache is not None else {}
+        side = SemanticSide(Served(embedder, kept))
+        await side.warm()
+        semantic = replace(params, learned=load_learned(embedder.model) if learned else None)
+        print(f"mode semantic{'' if learned else ' (similarity thresholds)'}")
+        await earlier_messages(groups, side, semantic)
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", type=Path, default=DEV)
@@ -358,6 +428,14 @@ async def main() -> int:
         "--cooldowns",
         action="store_true",
         help="--speed as a live chat: nothing embedded while a session cools down",
+    )
+    parser.add_argument(
+        "--cache", type=Path, help="with --earlier: the vectors kept by analyzer_train --cache"
+    )
+    parser.add_argument(
+        "--earlier",
+        action="store_true",
+        help="tips on the messages before the last, as a live chat judges them (cooldowns)",
     )
     parser.add_argument("--mode", choices=("both", "semantic", "lexical"), default="both")
     parser.add_argument(
@@ -375,6 +453,9 @@ async def main() -> int:
         await speed(cases, params, args.cooldowns, learned=not args.similarity)
         return 0
     embedder = open_local_embedder() if args.mode != "lexical" else None
+    if args.earlier:
+        await earlier_pass(groups, embedder, args.mode, args.cache, not args.similarity)
+        return 0
     modes: list[tuple[str, Judge]] = []
     if args.mode != "semantic":
         modes.append(("lexical", Judge(None, None)))

@@ -3,12 +3,20 @@
     python -m bench.analyzer_train            # train, choose the thresholds, write learned.json
     python -m bench.analyzer_train --loso     # the procedure on all sets but one, each in turn
     python -m bench.analyzer_train --dry-run  # train and report, write nothing
+    python -m bench.analyzer_train --without-earlier  # the last messages only, as before
     python -m bench.analyzer_train --cache ~/.cache/iris-vectors.npz  # keep the vectors
 
 Needs the `semantic` extra (the vectors) and numpy (which the extra brings). Deterministic: L2
 regularised logistic regression fitted by Newton's method, no sampling.
 
 The procedure, fixed before any blind set is scored:
+
+0. The rows: the last message of every development conversation (labelled), and, once each,
+   the messages before it that a live chat judges (past the session's first
+   `MIN_SESSION_MESSAGES`): context written to lead up to the last message, labelled "none".
+   Without them the models had never seen the commonest messages of a real chat — a report
+   on what the user tried ("you said X, did that"), a short fact — and gave 8% of them a tip.
+   They are training rows only: the thresholds below are chosen on the last messages.
 
 1. frustration probe: a logistic model on the judged message's vector (label: `compact`);
    shift probe: the same with label `clear`. Regularisation `LAMBDA` on the weights.
@@ -50,6 +58,7 @@ from gateway.analyzer.learned import (
     shift_features,
 )
 from gateway.analyzer.semantic import SemanticSide
+from gateway.analyzer.watcher import MIN_SESSION_MESSAGES
 from gateway.knowledge.local_embedder import open_local_embedder
 
 # The features look at the analyzer's window of recent messages (`learned.RECENT`); the
@@ -70,6 +79,7 @@ class Row:
     shift: list[float]
     complains: bool
     judged: bool  # enough earlier vectors for a topic verdict (semantic mode)
+    earlier: bool = False  # a message before the last of its conversation (no tip: "none")
 
 
 def fit(x: np.ndarray, y: np.ndarray, lam: float = LAMBDA) -> tuple[np.ndarray, float]:
@@ -123,7 +133,7 @@ def _round(values: np.ndarray) -> list[float]:
     return [_round1(v) for v in values]
 
 
-def _read_cache(cache: Path, model: str | None) -> dict[str, Vec]:
+def read_cache(cache: Path, model: str | None) -> dict[str, Vec]:
     """The vectors kept in `cache` for `model` (none for another model or no file). A NumPy
     archive read without pickle: texts, vectors and the model's name."""
     if not cache.exists():
@@ -137,7 +147,7 @@ def _read_cache(cache: Path, model: str | None) -> dict[str, Vec]:
         }
 
 
-def _write_cache(cache: Path, model: str | None, vectors: dict[str, Vec]) -> None:
+def write_cache(cache: Path, model: str | None, vectors: dict[str, Vec]) -> None:
     """Write the archive next to `cache`, then move it into place (never half written)."""
     partial = cache.with_name(cache.name + ".partial.npz")
     np.savez(
@@ -155,12 +165,12 @@ async def vectors_of(side: SemanticSide, texts: list[str], cache: Path | None) -
     kept: dict[str, Vec] = {}
     if cache is not None:
         await side.embed("warm-up")  # loads the model, so its name is known
-        kept = await asyncio.to_thread(_read_cache, cache, side.model)
+        kept = await asyncio.to_thread(read_cache, cache, side.model)
     missing = [t for t in dict.fromkeys(texts) if t not in kept]
     if missing:
         kept |= await embed_all(side, missing)
         if cache is not None:
-            await asyncio.to_thread(_write_cache, cache, side.model, kept)
+            await asyncio.to_thread(write_cache, cache, side.model, kept)
     return kept
 
 
@@ -175,26 +185,38 @@ async def rows_of(
     vectors = await vectors_of(side, texts, cache)
     params = Params()  # the similarity side only: the learned models are what we train
     rows = []
+    seen: set[tuple[str, ...]] = set()
+
+    def row(group: str, messages: list[str], expect: str, earlier: bool) -> Row:
+        # Earlier vectors as a live session keeps them: int8 in its stored state.
+        vs = [*(stored(vectors[m]) for m in messages[:-1]), vectors[messages[-1]]]
+        text, vector, recent = messages[-1], vs[-1], vs[:-1][-WINDOW:]
+        complaint = side.complaint_similarity(vector)
+        analysis = judge_conversation(messages, params, WINDOW, vectors=vs, complaint=complaint)
+        signals = read(text).signals
+        return Row(
+            group=group,
+            expect=expect,
+            vector=np.array(vector),
+            frustration=frustration_features(text, signals, 0.0, complaint),
+            shift=shift_features(text, signals, 0.0, vector, recent, analysis.score),
+            complains=signals.complains,
+            judged=analysis.mode is Mode.SEMANTIC,
+            earlier=earlier,
+        )
+
     for group, cases in groups.items():
         for case in cases:
             messages = case["messages"]
-            # Earlier vectors as a live session keeps them: int8 in its stored state.
-            vs = [*(stored(vectors[m]) for m in messages[:-1]), vectors[messages[-1]]]
-            text, vector, recent = messages[-1], vs[-1], vs[:-1][-WINDOW:]
-            complaint = side.complaint_similarity(vector)
-            analysis = judge_conversation(messages, params, WINDOW, vectors=vs, complaint=complaint)
-            signals = read(text).signals
-            rows.append(
-                Row(
-                    group=group,
-                    expect=case["expect"],
-                    vector=np.array(vector),
-                    frustration=frustration_features(text, signals, 0.0, complaint),
-                    shift=shift_features(text, signals, 0.0, vector, recent, analysis.score),
-                    complains=signals.complains,
-                    judged=analysis.mode is Mode.SEMANTIC,
-                )
-            )
+            rows.append(row(group, messages, case["expect"], False))
+            # The messages before the last that a live chat judges (past the session's first
+            # ones): context written to lead up to the last, so no tip is right for them. Each
+            # once (conversations of a subject share their openings).
+            for end in range(MIN_SESSION_MESSAGES + 1, len(messages)):
+                prefix = tuple(messages[:end])
+                if prefix not in seen:
+                    seen.add(prefix)
+                    rows.append(row(group, list(prefix), "none", True))
     assert side.model is not None
     return rows, side.model
 
@@ -210,6 +232,8 @@ class Data:
         self.none = np.array([r.expect == "none" for r in rows])
         self.complains = np.array([r.complains for r in rows])
         self.judged = np.array([r.judged for r in rows])
+        self.earlier = np.array([r.earlier for r in rows])
+        self.last = ~self.earlier
 
     def features(self, kind: str, probe: np.ndarray) -> np.ndarray:
         table = np.array([getattr(r, kind) for r in self.rows], dtype=float)
@@ -304,13 +328,15 @@ def train(d: Data, within: np.ndarray) -> Trained:
     frustration comes first)."""
     fx = d.features("frustration", out_of_fold_probe(d, d.compact, within))
     f_scores = out_of_fold_stack(fx, d.compact, d, within)
-    f_threshold = choose_frustration(f_scores, d, within)
+    # The thresholds are chosen on the conversations' last messages, as before; the earlier
+    # messages are in the models' training only.
+    f_threshold = choose_frustration(f_scores, d, within & d.last)
     frustrated = d.complains | (f_scores >= f_threshold)
     shifting = within & d.judged & ~d.complains
     sx = d.features("shift", out_of_fold_probe(d, d.clear, shifting))
     s_scores = np.full(len(d.rows), -np.inf)
     s_scores[shifting] = out_of_fold_stack(sx, d.clear, d, shifting)[shifting]
-    s_threshold = choose_shift(s_scores, frustrated, d, shifting, within)
+    s_threshold = choose_shift(s_scores, frustrated, d, shifting & d.last, within & d.last)
     return Trained(
         frustration_probe=fit(d.x[within], d.compact[within]),
         shift_probe=fit(d.x[shifting], d.clear[shifting]),
@@ -331,14 +357,18 @@ def apply(t: Trained, d: Data, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def report(name: str, d: Data, rows: np.ndarray, frustrated: np.ndarray, clear: np.ndarray) -> None:
+    """The last messages' figures, then the tips on the earlier messages."""
+    earlier, rows = rows & d.earlier, rows & d.last
     ftp, ffp, ffn, ff1 = prf(d.compact[rows], frustrated[rows])
     stp, sfp, sfn, sf1 = prf(d.clear[rows], clear[rows])
     none = d.none & rows
     tips = int(((frustrated | clear) & none).sum())
+    f_early, s_early = int((frustrated & earlier).sum()), int((clear & earlier).sum())
     print(
         f"  {name:18} frustration P {ftp}/{ftp + ffp} R {ftp}/{ftp + ffn} F1 {ff1:.2f} | "
         f"shift P {stp}/{stp + sfp} R {stp}/{stp + sfn} F1 {sf1:.2f} | "
-        f"false tips {tips}/{int(none.sum())} = {tips / max(1, none.sum()):.3f}"
+        f"false tips {tips}/{int(none.sum())} = {tips / max(1, none.sum()):.3f} | "
+        f"earlier: compact {f_early}, clear {s_early} of {int(earlier.sum())}"
     )
 
 
@@ -347,22 +377,37 @@ async def main() -> int:
     parser.add_argument("--loso", action="store_true", help="leave each set out in turn")
     parser.add_argument("--dry-run", action="store_true", help="write nothing")
     parser.add_argument(
+        "--without-earlier",
+        action="store_true",
+        help="train on the last messages only (the earlier ones are still reported)",
+    )
+    parser.add_argument(
         "--cache", type=Path, help="keep the texts' vectors in this file between runs"
     )
     args = parser.parse_args()
     groups = {(p.parent.name if p.name == "cases.jsonl" else p.stem): load(p) for p in DEV}
     rows, model = await rows_of(groups, args.cache)
     d = Data(rows)
-    everything = np.ones(len(rows), dtype=bool)
-    print(f"{len(rows)} conversations from {len(groups)} development sets; model {model}")
+    everything = d.last.copy() if args.without_earlier else np.ones(len(rows), dtype=bool)
+    print(
+        f"{int(d.last.sum())} conversations from {len(groups)} development sets and"
+        f" {int(d.earlier.sum())} of their earlier messages; model {model}"
+    )
     if args.loso:
+        pooled_f = np.zeros(len(rows), dtype=bool)
+        pooled_s = np.zeros(len(rows), dtype=bool)
         for name in d.names:
             held = d.groups == name
-            trained = train(d, ~held)
-            report(f"held out {name}", d, held, *apply(trained, d, held))
+            trained = train(d, everything & ~held)
+            frustrated, clear = apply(trained, d, held)
+            report(f"held out {name}", d, held, frustrated, clear)
+            pooled_f |= frustrated
+            pooled_s |= clear
+        report("pooled", d, np.ones(len(rows), dtype=bool), pooled_f, pooled_s)
         return 0
     trained = train(d, everything)
-    report("all (in sample)", d, everything, *apply(trained, d, everything))
+    every_row = np.ones(len(rows), dtype=bool)
+    report("all (in sample)", d, every_row, *apply(trained, d, every_row))
     print(
         f"  thresholds: frustration {trained.frustration_threshold:.3f},"
         f" shift {trained.shift_threshold:.3f}"
