@@ -250,13 +250,13 @@ async def live_pass(
     timings: list[float],
     cache: dict[str, bytes] | None = None,
     cooldowns: bool = False,
-    earlier_tips: list[str | None] | None = None,
+    earlier_tips: list[tuple[tuple[str, ...], str | None]] | None = None,
 ) -> None:
     """Every message judged as a live chat judges it; without `cooldowns` every verdict counts,
     with them none is needed (so nothing embedded) while a live session would be cooling down:
     its first `MIN_SESSION_MESSAGES` messages and `COOLDOWN_MESSAGES` after a tip.
     `earlier_tips` collects the tip (or None) of every message but the last of a conversation
-    that was judged outside a cooldown."""
+    that was judged outside a cooldown, with the conversation up to it."""
     for messages in conversations:
         state = WatchState()
         for position, text in enumerate(messages):
@@ -290,7 +290,7 @@ async def live_pass(
                     state.with_vector(side.model, pending_text(text), WINDOW)
             state.recent = advance(state.recent, analysis.keywords, WINDOW)
             if earlier_tips is not None and not cooling and position < len(messages) - 1:
-                earlier_tips.append(analysis.suggestion)
+                earlier_tips.append((tuple(messages[: position + 1]), analysis.suggestion))
             if analysis.suggestion is not None and not cooling:
                 state.last_suggestion_at = state.messages
             state.messages += 1
@@ -319,18 +319,31 @@ async def earlier_messages(
     """Tips on the messages before the last of each conversation, judged as a live chat judges
     them (its cooldowns included). Those messages are unlabelled context written to lead up to
     the last one, so each tip there is counted as a false one (an upper bound: now and then a
-    context message may itself change the subject)."""
-    pooled: list[str | None] = []
+    context message may itself change the subject). Conversations about one subject often
+    share their opening, so each distinct message-in-its-context counts once (the first set
+    it appears in has it); the count over every conversation follows."""
+    seen: set[tuple[str, ...]] = set()
+    distinct: list[str | None] = []
+    every: list[str | None] = []
     for name, cases in groups.items():
-        shown: list[str | None] = []
+        shown: list[tuple[tuple[str, ...], str | None]] = []
         conversations = [list(c["messages"]) for c in cases]
         await live_pass(conversations, side, params, [], None, True, shown)
-        pooled += shown
-        tips = [s for s in shown if s is not None]
+        every += [tip for _, tip in shown]
+        mine = []
+        for context, tip in shown:
+            if context not in seen:
+                seen.add(context)
+                mine.append(tip)
+        distinct += mine
+        tips = [t for t in mine if t is not None]
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(Counter(tips).items()))
-        print(f"  {name:32} tips {interval(len(tips), len(shown))}  {kinds}")
-    tips = [s for s in pooled if s is not None]
-    print(f"  {'all':32} tips {interval(len(tips), len(pooled))}")
+        print(f"  {name:32} tips {interval(len(tips), len(mine))}  {kinds}")
+    tips = [t for t in distinct if t is not None]
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(Counter(tips).items()))
+    print(f"  {'all, each distinct once':32} tips {interval(len(tips), len(distinct))}  {kinds}")
+    counted = sum(t is not None for t in every)
+    print(f"  {'every conversation':32} tips {interval(counted, len(every))}")
 
 
 class Counting:

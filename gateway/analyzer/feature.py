@@ -12,7 +12,8 @@ enabled = false`; its counters stay readable in `/admin stats` either way (vault
 `embedder` is the local model when the `semantic` extra is installed (the composition root
 passes it, shared with the knowledge feature), else None: lexical rules only. Its use is
 bounded by `[analyzer] embed_share` (`share.py`: a share of embedding time, a cap on the
-messages waiting for the model, and `spare`, whether the machine has a core to spare; `now`,
+jobs waiting for the model — `queue`, its queue when the composition root knows it — and
+`spare`, whether the machine has a core to spare; `now`,
 a monotonic clock in seconds, is for tests); messages judged by the rules because of these
 bounds are counted in `iris_analyzer_embeddings_total{outcome="shed"}`.
 """
@@ -54,11 +55,12 @@ class AnalyzerFeature:
         *,
         embedder: Embedder | None = None,
         spare: Callable[[], bool] | None = None,
+        queue: Callable[[], int] | None = None,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.embedder = embedder if settings.semantic else None
-        self.share = EmbedShare(settings.embed_share, now=now, spare=spare)
+        self.share = EmbedShare(settings.embed_share, now=now, spare=spare, queue=queue)
         self.watcher: ContextWatch | None = None
         self.semantic: SemanticSide | None = None
 
@@ -69,7 +71,8 @@ class AnalyzerFeature:
         embeddings = s.metrics.counter(
             "iris_analyzer_embeddings_total",
             "Chat messages whose analyzer verdict needed their embedding: embedded, or shed "
-            "(judged by the rules alone: the [analyzer] embed_share was spent).",
+            "(judged by the rules alone under the [analyzer] embed_share bounds: its share of "
+            "embedding time spent, the model's queue full or no core to spare).",
             ("outcome",),
         )
         self.semantic = SemanticSide(self.embedder, self.share)

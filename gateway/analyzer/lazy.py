@@ -51,7 +51,7 @@ class Judgement:
     analysis: Analysis
     vector: tuple[float, ...] | None = None  # the message's vector, when it was computed
     deferred: bool = False  # not embedded (nothing needed it, or shed): keep its text
-    shed: bool = False  # needed its vector, but the share of embedding time was spent
+    shed: bool = False  # needed its vector, but the share's bounds said no (`share.py`)
 
 
 async def judge_lazily(
@@ -70,7 +70,7 @@ async def judge_lazily(
         return Judgement(analyze(text, recent, params, reading=reading))
     if cooling or not needs_vector(reading, params):
         return Judgement(settled(reading, frustration=reading.complains), deferred=True)
-    if not side.admit():  # no embedding time left: the rules alone, the text kept for later
+    if not side.admit():  # the share's bounds say no: the rules alone, the text kept
         return Judgement(analyze(text, recent, params, reading=reading), deferred=True, shed=True)
     vector = await side.embed(text)
     if vector is None:  # the model failed: the lexical rules, as without an embedder

@@ -306,9 +306,13 @@ class SemanticSide:
         if self.embedder is None or not text.strip():
             return None
         try:
-            await self._known(self.embedder)
-            with self.share.embedding() if self.share is not None else nullcontext():
-                (vector,) = await self.embedder.embed([text[:MAX_EMBED_CHARS]], query=True)
+            share = self.share
+            # Held from before the complaints' one-off embedding (messages admitted meanwhile
+            # count as waiting), charged for the message's own.
+            with share.holding() if share is not None else nullcontext():
+                await self._known(self.embedder)
+                with share.charging() if share is not None else nullcontext():
+                    (vector,) = await self.embedder.embed([text[:MAX_EMBED_CHARS]], query=True)
         except Exception as exc:  # any failure of the optional model: lexical rules instead
             self._failed(exc)
             return None

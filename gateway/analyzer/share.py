@@ -18,10 +18,12 @@ before; a burst spends the stored time first.
 
 Two more bounds hold below share 1, for the same reason:
 
-- **Waiting**: at most `MAX_WAITING` messages are being embedded for the analyzer at once
-  (the model's one worker runs them one after another). The reply waits for its message's
-  verdict when the model answers faster than the embedding, so a message admitted behind a
-  long queue would hold its reply for the whole queue; beyond it, the rules judge.
+- **Waiting**: a message is embedded only while fewer than `MAX_WAITING` jobs wait for the
+  model (`queue`, given by the composition root: the local model's calls queued or running,
+  for whichever feature; else the analyzer's own messages being embedded). The model's one
+  worker runs them one after another, and the reply waits for its message's verdict when the
+  model answers faster than the embedding, so a message admitted behind a long queue (or an
+  indexer's batch of passages) would hold its reply for all of it; beyond it, the rules judge.
 - **A spare core** (`spare`, given by the composition root: `knowledge/spare_core.py`): a
   message is embedded only while the machine has a whole core free of everything but the
   embedding model itself. When the turns and everything else keep the cores busy, every
@@ -53,6 +55,7 @@ class EmbedShare:
         burst_s: float = BURST_S,
         now: Callable[[], float] = time.monotonic,
         spare: Callable[[], bool] | None = None,
+        queue: Callable[[], int] | None = None,
     ) -> None:
         if not 0.0 <= share <= 1.0:
             raise ValueError("embed_share must be between 0 and 1")
@@ -60,7 +63,8 @@ class EmbedShare:
         self.capacity = share * burst_s
         self.now = now
         self.spare = spare
-        self.waiting = 0  # messages being embedded now
+        self.queue = queue
+        self.waiting = 0  # the analyzer's messages being embedded (or about to be) now
         self._tokens = self.capacity
         self._at = now()
 
@@ -79,22 +83,30 @@ class EmbedShare:
         `/proc/stat`.)"""
         if self.unlimited:
             return True
+        waiting = max(self.waiting, self.queue()) if self.queue is not None else self.waiting
         return (
             self.share > 0.0
-            and self.waiting < MAX_WAITING
+            and waiting < MAX_WAITING
             and self._refill() > 0.0
             and (self.spare is None or self.spare())
         )
 
     @contextmanager
-    def embedding(self) -> Iterator[None]:
-        """Around one message's embedding: it counts as waiting, and its duration is charged."""
-        started = self.now()
+    def holding(self) -> Iterator[None]:
+        """From a message's admission to the end of its embedding: it counts as waiting."""
         self.waiting += 1
         try:
             yield
         finally:
             self.waiting -= 1
+
+    @contextmanager
+    def charging(self) -> Iterator[None]:
+        """Around the model call: its duration is charged, whatever its outcome."""
+        started = self.now()
+        try:
+            yield
+        finally:
             self.charge(self.now() - started)
 
     def charge(self, seconds: float) -> None:

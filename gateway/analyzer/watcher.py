@@ -56,7 +56,7 @@ class EmbedOutcome(StrEnum):
     """What became of a message whose verdict needed its embedding."""
 
     EMBEDDED = "embedded"
-    SHED = "shed"  # judged by the rules alone: the share of embedding time was spent
+    SHED = "shed"  # judged by the rules alone: the share's bounds said no
 
 
 @dataclass(frozen=True, slots=True)

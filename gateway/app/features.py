@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.analyzer.feature import AnalyzerFeature
+from gateway.analyzer.settings import AnalyzerSection
 from gateway.app.config import Config
 from gateway.features.contributions import Feature
 from gateway.knowledge.feature import KnowledgeFeature
-from gateway.knowledge.local_embedder import open_local_embedder
+from gateway.knowledge.local_embedder import LocalEmbedder, open_local_embedder
 from gateway.knowledge.spare_core import SpareCore
 from gateway.limits.feature import LimitsFeature
 from gateway.subscriptions.feature import SubscriptionsFeature
@@ -37,6 +38,7 @@ def default_features(config: Config) -> list[Feature]:
         base=(config.source.parent if config.source else Path.cwd()).resolve(),
         embedder=embedder,
     )
+    analyzer = _analyzer(s.analyzer, embedder)
     # Suggestions after knowledge: the finder uses its index, retrieval and scope rules.
     suggestions = SuggestionsFeature(s.suggestions, knowledge)
     # Subscriptions after both: they watch the rescan and ask the finder.
@@ -49,18 +51,19 @@ def default_features(config: Config) -> list[Feature]:
     )
     return [
         limits,
-        AnalyzerFeature(
-            s.analyzer,
-            embedder=embedder,
-            # Whether a core is free of everything but the model's own calls (`spare_core.py`).
-            spare=None
-            if embedder is None
-            else SpareCore(
-                excluded=lambda: embedder.cpu_seconds, excluded_now=embedder.threads_running
-            ),
-        ),
+        analyzer,
         ProactiveFeature(s.proactive),
         knowledge,
         suggestions,
         subscriptions,
     ]
+
+
+def _analyzer(settings: AnalyzerSection, embedder: LocalEmbedder | None) -> AnalyzerFeature:
+    """The analyzer, bounded by the local model's state (`share.py`): whether a core is free
+    of everything but the model's own work (`spare_core.py`), and the model's queue, whichever
+    feature filled it."""
+    if embedder is None:
+        return AnalyzerFeature(settings)
+    spare = SpareCore(excluded=lambda: embedder.cpu_seconds, excluded_now=embedder.threads_running)
+    return AnalyzerFeature(settings, embedder=embedder, spare=spare, queue=lambda: embedder.jobs)

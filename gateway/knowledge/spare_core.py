@@ -19,16 +19,24 @@ busy gateway takes one core at most, so the second is the model's unless other p
 need it. A saturating burst (a closed loop against an instant fake model keeps both cores
 busy with the gateway and its fakes) leaves none, and its messages are judged by the rules.
 
-Before there is a window (the first call) only the instant check counts; where the file
-cannot be read, the answer is yes: the analyzer's other bounds (its share of embedding time,
-the messages waiting for the model) still hold. In a container the file is usually the
-host's, so other tenants count and the analyzer errs towards the rules on a busy host.
+Before there is a window (the first call, or after a quiet spell) only the instant check
+counts; where the file cannot be read, the answer is yes: the analyzer's other bounds (its
+share of embedding time, the messages waiting for the model) still hold.
+
+Where it errs, it errs towards the rules: on one core the window must show three quarters of
+it free (`FREE_MIN_ONE_CORE`: the gateway's own turns use some of it); a process pinned to
+some of the machine's CPUs (a container with a CPU set) reads their `cpuN` lines and skips
+the machine-wide instant check; in a container the file is usually the host's, so other
+tenants count and a busy host sheds more; a CPU quota (`--cpus`) is not seen at all. Set
+`[analyzer] embed_share = 1` to embed every message whatever the load.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from typing import Literal
 
 from gateway.knowledge.embed_threads import (
     WINDOW_S,
@@ -40,8 +48,35 @@ from gateway.knowledge.embed_threads import (
 )
 
 # The share of a core that must have been free of everything but the embedding model's own
-# calls: a whole one, the core an embedding runs on.
+# calls: a whole one, the core an embedding runs on; on one core, most of it (the gateway's
+# own turns take some of it even when nobody else does).
 FREE_MIN = 1.0
+FREE_MIN_ONE_CORE = 0.75
+
+
+def pinned_cpus() -> frozenset[int] | None:
+    """The CPUs this process may run on when that is fewer than the machine has (a pinned
+    container or process), else None."""
+    try:
+        mine = os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        return None
+    return frozenset(mine) if len(mine) < (os.cpu_count() or len(mine)) else None
+
+
+def busy_of(stat: bytes, tick: float, cpus: frozenset[int]) -> float | None:
+    """CPU seconds the given CPUs have spent busy (their `cpuN` lines, counted as
+    `busy_seconds` counts the total), or None when one of them is missing or malformed."""
+    total, found = 0.0, set()
+    for line in stat.splitlines():
+        name = line.split(b" ", 1)[0]
+        if name.startswith(b"cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            busy = busy_seconds(b"cpu " + line.split(b" ", 1)[1], tick)
+            if busy is None:
+                return None
+            total += busy
+            found.add(int(name[3:]))
+    return total if found == cpus else None
 
 
 class SpareCore:
@@ -52,28 +87,37 @@ class SpareCore:
         excluded_now: Callable[[], int] = lambda: 0,
         read: Callable[[], bytes | None] = read_stat,
         cpus: int | None = None,
+        pinned: frozenset[int] | Literal["auto"] | None = "auto",
         clock: Callable[[], float] = time.monotonic,
         tick: float | None = None,
     ) -> None:
         self._excluded = excluded
         self._excluded_now = excluded_now
         self._read = read
-        self._cpus = usable_cpus() if cpus is None else cpus
+        self._pinned = pinned_cpus() if pinned == "auto" else pinned
+        self._cpus = len(self._pinned) if self._pinned else cpus or usable_cpus()
+        self._free_min = FREE_MIN if self._cpus >= 2 else FREE_MIN_ONE_CORE
         self._clock = clock
         self._tick = tick if tick is not None else 1 / clock_ticks()
-        # (time, machine busy seconds, excluded seconds): the window's start, and the mark
-        # that becomes its start once it is WINDOW_S old.
+        # (time, busy seconds, excluded seconds): the window's start, and the mark that
+        # becomes its start once it is WINDOW_S old.
         self._start: tuple[float, float, float] | None = None
         self._next: tuple[float, float, float] | None = None
 
-    def used(self, stat: bytes | None = None) -> float | None:
-        """Cores the machine kept busy, the excluded work aside, since the window's start;
-        None before there is a window or when `/proc/stat` cannot be read. Moves the window."""
-        stat = self._read() if stat is None else stat
-        busy = None if stat is None else busy_seconds(stat, self._tick)
+    def sample(self, stat: bytes) -> float | None:
+        """Cores kept busy, the excluded work aside, since the window's start; None before
+        there is a window or when `stat` cannot be read. Moves the window on: a window is
+        WINDOW_S to twice that long, and marks older than that (a quiet spell without calls)
+        start a new one."""
+        if self._pinned:
+            busy = busy_of(stat, self._tick, self._pinned)
+        else:
+            busy = busy_seconds(stat, self._tick)
         if busy is None:
             return None
         mark = (self._clock(), busy, self._excluded())
+        if self._next is not None and not 0 <= mark[0] - self._next[0] <= 2 * WINDOW_S:
+            self._start = self._next = None  # stale, or the clock went back: start again
         if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
             self._start, self._next = self._next, mark
         start = self._start
@@ -86,8 +130,9 @@ class SpareCore:
         stat = self._read()
         if stat is None:
             return True
-        running = procs_running(stat)
+        # The runnable tasks are counted machine-wide: no use to a process pinned to some CPUs.
+        running = None if self._pinned else procs_running(stat)
         if running is not None and running - self._excluded_now() > max(self._cpus - 1, 1):
             return False
-        used = self.used(stat)
-        return used is None or self._cpus - used >= FREE_MIN
+        used = self.sample(stat)
+        return used is None or self._cpus - used >= self._free_min

@@ -195,20 +195,31 @@ def test_default_share_and_config(config: Config) -> None:
 def test_no_more_than_two_messages_wait_for_the_model() -> None:
     clock = ManualClock()
     share = EmbedShare(0.25, now=lambda: seconds(clock))
-    with share.embedding():
+    with share.holding():
         assert share.admit()
-        with share.embedding():
+        with share.holding():
             assert not share.admit()  # a third would wait behind two: the rules judge it
         assert share.admit()
 
     def failing() -> None:
-        with share.embedding():
+        with share.holding(), share.charging():
             clock.advance(0.5)
             raise RuntimeError
 
     with pytest.raises(RuntimeError):  # a failed embedding still ends, and is charged
         failing()
     assert share.waiting == 0 and share.available_s == pytest.approx(2.5 - 0.5)
+
+
+def test_the_models_queue_counts_whoever_filled_it() -> None:
+    clock = ManualClock()
+    jobs = [0]
+    share = EmbedShare(0.25, now=lambda: seconds(clock), queue=lambda: jobs[0])
+    assert share.admit()
+    jobs[0] = 2  # e.g. the indexer's batches of passages: a message would wait behind them
+    assert not share.admit()
+    jobs[0] = 1
+    assert share.admit()
 
 
 def test_without_a_spare_core_the_rules_judge() -> None:
@@ -219,8 +230,8 @@ def test_without_a_spare_core_the_rules_judge() -> None:
     spare[0] = True
     assert share.admit()
     # Share 1 is no limit at all: neither the spare core nor the waiting messages count.
-    free = EmbedShare(1.0, now=lambda: seconds(clock), spare=lambda: False)
-    with free.embedding(), free.embedding():
+    free = EmbedShare(1.0, now=lambda: seconds(clock), spare=lambda: False, queue=lambda: 9)
+    with free.holding(), free.holding():
         assert free.admit()
 
 
@@ -256,3 +267,4 @@ def test_the_composition_root_bounds_the_analyzer_by_a_spare_core(tmp_path: Path
     # nothing is embedded and nothing is asked.
     assert isinstance(feature.share.spare, SpareCore) is AVAILABLE
     assert (feature.share.spare is None) is not AVAILABLE
+    assert (feature.share.queue is None) is not AVAILABLE
