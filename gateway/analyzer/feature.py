@@ -13,9 +13,9 @@ enabled = false`; its counters stay readable in `/admin stats` either way (vault
 passes it, shared with the knowledge feature), else None: lexical rules only. Its use is
 bounded by `[analyzer] embed_share` (`share.py`: a share of embedding time, a cap on the
 jobs waiting for the model — `queue`, its queue when the composition root knows it — and
-`spare`, whether the machine has a core to spare; `now`,
-a monotonic clock in seconds, is for tests); messages judged by the rules because of these
-bounds are counted in `iris_analyzer_embeddings_total{outcome="shed"}`.
+`spare`, whether the machine has a core to spare; `now`, a monotonic clock in seconds, is
+for tests); messages judged by the rules because of these bounds are counted in
+`iris_analyzer_embeddings_total{outcome="shed"}`.
 """
 
 from __future__ import annotations

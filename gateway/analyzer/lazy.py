@@ -18,8 +18,8 @@ embedded the first time a later message needs it, once: its vector then replaces
 Without an embedder, for an empty message, or when the model fails, the lexical rules judge
 it exactly as before (`detect.analyze` without vectors). So does a message that needs its
 vector while the share's bounds say no (`share.py`: the share of embedding time is spent,
-two messages wait for the model, or no core is spare): it is `shed`, judged by the rules
-alone (frustration by rule; a topic shift only after an explicit cue at the default lexical
+the model's queue is full, or no core is spare): it is `shed`, judged by the rules alone
+(frustration by rule; a topic shift only after an explicit cue at the default lexical
 threshold, the fallback's precise side) and kept as text like a deferred one.
 """
 

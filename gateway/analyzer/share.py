@@ -41,7 +41,8 @@ from contextlib import contextmanager
 # Seconds of refill the bucket can hold: at share 0.25, 2.5 s of embedding (about a hundred
 # messages) before a burst is judged by the rules.
 BURST_S = 10.0
-# Messages being embedded (or waiting for the model) for the analyzer at once.
+# A message is embedded only while fewer jobs than this wait for the model (its queue, or
+# the analyzer's own messages being embedded).
 MAX_WAITING = 2
 
 
