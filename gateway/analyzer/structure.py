@@ -207,15 +207,15 @@ def shape(text: str, cue: bool) -> tuple[bool, ...]:
     its own instead of the all-or-nothing `candidate`): it asks; it points back, and each way
     of doing so — a yes/no question, a back reference, an opening acknowledgement, an opening
     continuation word; a cue announces a request. `text` is the user's own words."""
-    return (
-        asks(text),
-        points_back(text),
+    ways = (
         _POLAR_QUESTION.search(text) is not None,
         _BACK_REFERENCE.search(text) is not None,
         _ACK_START.search(text) is not None,
         _CONTINUATION_START.search(text) is not None,
-        cue and cued_request(text),
     )
+    # `points_back`, from the ways already read
+    back = any(ways) or _names_nobody_new(text)
+    return (asks(text), back, *ways, cue and cued_request(text))
 
 
 SHAPE_SIZE = len(shape("", False))

@@ -81,17 +81,69 @@ def procs_running(stat: bytes) -> int | None:
     return None
 
 
-def busy_seconds(stat: bytes, tick: float) -> float | None:
-    """CPU seconds all cores have spent busy since boot (the `cpu` line: everything but idle
-    and iowait; steal included, as time another guest held a core), or None if unreadable."""
-    first = stat.split(b"\n", 1)[0].split()
-    if len(first) < 9 or first[0] != b"cpu":
+def busy_seconds(stat: bytes, tick: float, cpus: frozenset[int] | None = None) -> float | None:
+    """CPU seconds the cores have spent busy since boot (everything but idle and iowait; steal
+    included, as time another guest held a core): all of them (the `cpu` line), or the CPUs
+    in `cpus` (their `cpuN` lines); None if unreadable or one of them is missing."""
+    lines = stat.splitlines()
+    if cpus is None:
+        first = lines[0].split() if lines else []
+        return _busy(first, tick) if first and first[0] == b"cpu" else None
+    total, found = 0.0, set()
+    for line in lines:
+        fields = line.split()
+        name = fields[0] if fields else b""
+        if not (name.startswith(b"cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
+            continue
+        busy = _busy(fields, tick)
+        if busy is None:
+            return None
+        total += busy
+        found.add(int(name[3:]))
+    return total if found == cpus else None
+
+
+def _busy(fields: list[bytes], tick: float) -> float | None:
+    """The busy seconds of one `cpu`/`cpuN` line's fields."""
+    if len(fields) < 9:
         return None
     try:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, first[1:9])
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
     except ValueError:
         return None
     return (user + nice + system + irq + softirq + steal) * tick
+
+
+class BusyWindow:
+    """Cores kept busy over the last `WINDOW_S` seconds or more, less some CPU the caller
+    leaves out. Two marks (time, busy seconds, excluded seconds): the window's start, and the
+    mark that becomes its start once it is `WINDOW_S` old; the window moves only when asked.
+    With `stale_after`, marks older than that (a quiet spell without questions, or a clock
+    that went back) start a new window rather than average over the quiet."""
+
+    def __init__(self, clock: Callable[[], float], stale_after: float | None = None) -> None:
+        self._clock = clock
+        self._stale_after = stale_after
+        self._start: tuple[float, float, float] | None = None
+        self._next: tuple[float, float, float] | None = None
+
+    def cores(self, busy: float, excluded: float) -> float | None:
+        """The cores kept busy since the window's start, the excluded CPU aside; None before
+        there is a window. Moves the window on."""
+        mark = (self._clock(), busy, excluded)
+        if (
+            self._stale_after is not None
+            and self._next is not None
+            and not 0 <= mark[0] - self._next[0] <= self._stale_after
+        ):
+            self._start = self._next = None
+        if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
+            self._start, self._next = self._next, mark
+        start = self._start
+        if start is None:
+            return None
+        span = mark[0] - start[0]
+        return max(0.0, (mark[1] - start[1]) - (mark[2] - start[2])) / span if span > 0 else None
 
 
 def usable_cpus() -> int:
@@ -118,13 +170,9 @@ class ThreadPolicy:
         self.setting = setting
         self._read = read
         self._cpus = usable_cpus() if cpus is None else cpus
-        self._clock = clock
         self._own_cpu = own_cpu
         self._tick = tick if tick is not None else 1 / clock_ticks()
-        # (time, machine busy seconds, own CPU seconds): the start of the window, and the mark
-        # that becomes its start once it is WINDOW_S old.
-        self._start: tuple[float, float, float] | None = None
-        self._next: tuple[float, float, float] | None = None
+        self._window = BusyWindow(clock)  # the machine's busy time, this process's left out
 
     def threads(self, ours: int = 0) -> int:
         """`ours`: threads of this process besides the caller known to be counted as running
@@ -139,22 +187,10 @@ class ThreadPolicy:
         running, busy = procs_running(stat), busy_seconds(stat, self._tick)
         if running is None or busy is None:
             return 1
-        others = self._others(busy)
+        others = self._window.cores(busy, self._own_cpu())
         # `running` includes the caller: the rest of it is what keeps the other cores busy.
         idle_now = self._cpus - max(running - ours, 1) >= 1
         return MAX_THREADS if idle_now and others is not None and others < OTHERS_MAX else 1
-
-    def _others(self, busy: float) -> float | None:
-        """The share of a core other processes used since the window's start, None before
-        there is a window; moves the window on."""
-        mark = (self._clock(), busy, self._own_cpu())
-        if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
-            self._start, self._next = self._next, mark
-        start = self._start
-        if start is None:
-            return None
-        span = mark[0] - start[0]
-        return max(0.0, (mark[1] - start[1]) - (mark[2] - start[2])) / span if span > 0 else None
 
 
 def clock_ticks() -> int:

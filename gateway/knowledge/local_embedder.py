@@ -92,9 +92,8 @@ class LocalEmbedder:
             for group in calls(texts):
                 threads = 1
                 if self._set_threads is not None:
-                    last, ended = self._last
-                    spinning = last - 1 if time.monotonic() - ended < SPIN_S else 0
-                    threads = self.policy.threads(ours=spinning)
+                    # Between calls: the second thread of the last one, if it still spins.
+                    threads = self.policy.threads(ours=self.threads_running())
                     self._set_threads(threads)  # this worker thread's OpenMP setting
                 self.runs[threads] += 1
                 started, cpu = time.monotonic(), time.thread_time()

@@ -40,6 +40,7 @@ from typing import Literal
 
 from gateway.knowledge.embed_threads import (
     WINDOW_S,
+    BusyWindow,
     busy_seconds,
     clock_ticks,
     procs_running,
@@ -64,21 +65,6 @@ def pinned_cpus() -> frozenset[int] | None:
     return frozenset(mine) if len(mine) < (os.cpu_count() or len(mine)) else None
 
 
-def busy_of(stat: bytes, tick: float, cpus: frozenset[int]) -> float | None:
-    """CPU seconds the given CPUs have spent busy (their `cpuN` lines, counted as
-    `busy_seconds` counts the total), or None when one of them is missing or malformed."""
-    total, found = 0.0, set()
-    for line in stat.splitlines():
-        name = line.split(b" ", 1)[0]
-        if name.startswith(b"cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-            busy = busy_seconds(b"cpu " + line.split(b" ", 1)[1], tick)
-            if busy is None:
-                return None
-            total += busy
-            found.add(int(name[3:]))
-    return total if found == cpus else None
-
-
 class SpareCore:
     def __init__(
         self,
@@ -97,34 +83,15 @@ class SpareCore:
         self._pinned = pinned_cpus() if pinned == "auto" else pinned
         self._cpus = len(self._pinned) if self._pinned else cpus or usable_cpus()
         self._free_min = FREE_MIN if self._cpus >= 2 else FREE_MIN_ONE_CORE
-        self._clock = clock
         self._tick = tick if tick is not None else 1 / clock_ticks()
-        # (time, busy seconds, excluded seconds): the window's start, and the mark that
-        # becomes its start once it is WINDOW_S old.
-        self._start: tuple[float, float, float] | None = None
-        self._next: tuple[float, float, float] | None = None
+        self._window = BusyWindow(clock, stale_after=2 * WINDOW_S)
 
     def sample(self, stat: bytes) -> float | None:
-        """Cores kept busy, the excluded work aside, since the window's start; None before
-        there is a window or when `stat` cannot be read. Moves the window on: a window is
-        WINDOW_S to twice that long, and marks older than that (a quiet spell without calls)
-        start a new one."""
-        if self._pinned:
-            busy = busy_of(stat, self._tick, self._pinned)
-        else:
-            busy = busy_seconds(stat, self._tick)
-        if busy is None:
-            return None
-        mark = (self._clock(), busy, self._excluded())
-        if self._next is not None and not 0 <= mark[0] - self._next[0] <= 2 * WINDOW_S:
-            self._start = self._next = None  # stale, or the clock went back: start again
-        if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
-            self._start, self._next = self._next, mark
-        start = self._start
-        if start is None or mark[0] <= start[0]:
-            return None
-        spent = (mark[1] - start[1]) - (mark[2] - start[2])
-        return max(0.0, spent) / (mark[0] - start[0])
+        """Cores kept busy, the excluded work aside, over the last `WINDOW_S` seconds or more
+        (up to twice that: older marks, after a quiet spell, start a new window); None before
+        there is a window or when `stat` cannot be read. Moves the window on."""
+        busy = busy_seconds(stat, self._tick, self._pinned)
+        return None if busy is None else self._window.cores(busy, self._excluded())
 
     def __call__(self) -> bool:
         stat = self._read()
