@@ -65,14 +65,17 @@ class LocalEmbedder:
         self.policy = threads if isinstance(threads, ThreadPolicy) else ThreadPolicy(threads)
         self.runs: Counter[int] = Counter()  # engine calls by thread count (benchmarks show it)
         # (CPU seconds of the engine calls that have ended — the worker thread's own, plus
-        # the wall time of a two-thread call for its second thread, run only on an idle core —
-        # and the call in progress: (threads, started, monotonic), or None). Written by the
-        # one worker thread, read from others: one attribute store, so read whole.
-        self._cpu: tuple[float, tuple[int, float] | None] = (0.0, None)
+        # the wall time of a two-thread call for its second thread, run only on an idle core,
+        # and that thread's spinning after the call, up to the next one; the call in progress:
+        # (threads, started), or None; the last call that ended: (threads, ended)), times
+        # monotonic. Written by the one worker thread, read from others: one attribute store,
+        # so read whole.
+        self._cpu: tuple[float, tuple[int, float] | None, tuple[int, float]] = (
+            0.0, None, (1, 0.0),
+        )  # fmt: skip
         self.jobs = 0  # calls handed to the worker and not finished (the event loop's count)
         self._engine: Any = None
         self._set_threads: Callable[[int], None] | None = None
-        self._last = (1, 0.0)  # the last engine call's threads, and when it ended (monotonic)
         self._lock = threading.Lock()
         # One thread of its own makes every engine call: the thread count is that thread's
         # OpenMP setting, and its one pool of OpenMP threads is reused (a call from another
@@ -93,38 +96,41 @@ class LocalEmbedder:
                 threads = 1
                 if self._set_threads is not None:
                     # Between calls: the second thread of the last one, if it still spins.
-                    threads = self.policy.threads(ours=self.threads_running())
+                    threads = self.policy.threads(
+                        ours=self.threads_running(), model_cpu=self.cpu_seconds
+                    )
                     self._set_threads(threads)  # this worker thread's OpenMP setting
                 self.runs[threads] += 1
                 started, cpu = time.monotonic(), time.thread_time()
-                done = self._cpu[0]
-                self._cpu = (done, (threads, started))
+                done, _, last = self._cpu
+                done += _spun(last, started)  # the last call's second thread, until now
+                self._cpu = (done, (threads, started), last)
                 try:
                     vectors = self._engine.query(group) if query else self._engine.passage(group)
                 finally:
                     ended = time.monotonic()
-                    self._last = (threads, ended)
                     spent = time.thread_time() - cpu + (threads - 1) * (ended - started)
-                    self._cpu = (done + spent, None)
+                    self._cpu = (done + spent, None, (threads, ended))
                 out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
         return out
 
     def threads_running(self) -> int:
         """This model's threads running now (read from any thread): those of the call in
         progress, or the second thread of a two-thread call that ended within `SPIN_S`."""
-        calling = self._cpu[1]
+        _, calling, (last, ended) = self._cpu
         if calling is not None:
             return calling[0]
-        last, ended = self._last
         return last - 1 if time.monotonic() - ended < SPIN_S else 0
 
     @property
     def cpu_seconds(self) -> float:
         """CPU seconds this model has spent so far, the call in progress included (counted
-        as its threads times its time so far), as `/proc/stat` counts them while they run."""
-        done, calling = self._cpu
+        as its threads times its time so far) and the spinning of the last call's second
+        thread, as `/proc/stat` counts them while they run (uncounted, the spinning would pass
+        for someone else's load)."""
+        done, calling, last = self._cpu
         if calling is None:
-            return done
+            return done + _spun(last, time.monotonic())
         threads, started = calling
         return done + threads * max(0.0, time.monotonic() - started)
 
@@ -181,6 +187,13 @@ class LocalEmbedder:
                 self._queries.popitem(last=False)
 
         job.add_done_callback(done)
+
+
+def _spun(last: tuple[int, float], now: float) -> float:
+    """CPU seconds the extra threads of the last call (threads, ended) have spun since it
+    ended: up to `SPIN_S` each, then they sleep."""
+    threads, ended = last
+    return (threads - 1) * min(max(0.0, now - ended), SPIN_S)
 
 
 def open_local_embedder(threads: ThreadSetting = "auto") -> LocalEmbedder | None:

@@ -131,6 +131,16 @@ def test_blend_is_the_renormalised_weighted_mean() -> None:
     assert got == pytest.approx(want, abs=1e-6)
 
 
+def test_numpys_blas_runs_on_one_thread() -> None:
+    """Its helper threads would spin on the core the model's second thread and the event loop
+    need, after every search (gateway/knowledge/vectors.py)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not vectors.HAVE_NUMPY:
+        pytest.skip("the semantic extra is not installed")
+    blas = [pool for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+    assert blas and all(pool["num_threads"] == 1 for pool in blas)
+
+
 @pytest.mark.parametrize("numpy", [True, False])
 def test_closest_is_each_documents_best_chunk(numpy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vectors, "HAVE_NUMPY", numpy and vectors.HAVE_NUMPY)

@@ -12,11 +12,11 @@ from tests.gateway.knowledge.test_embed_threads import Machine
 
 
 class Watched(Machine):
-    """The machine, and the CPU seconds the embedding model has spent so far."""
+    """The machine, and the embedding model's threads running now."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.model, self.model_running = 0.0, 0
+        self.model_running = 0
 
     def spare(self, cpus: int = 2) -> SpareCore:
         return SpareCore(
@@ -26,8 +26,7 @@ class Watched(Machine):
 
     def embed(self, seconds: float) -> None:
         """The model has run for `seconds` on a core of its own, alongside what was spent."""
-        self.model += seconds
-        self.spend(0.0, ours=seconds)
+        self.spend(0.0, model=seconds)
 
 
 def test_before_a_window_and_without_the_file_it_admits() -> None:
@@ -58,11 +57,11 @@ def test_the_models_own_calls_do_not_count() -> None:
     spare = machine.spare()
     spare()
     # The gateway busy on one core, the model on the other: the model is not "someone else".
-    machine.spend(WINDOW_S, ours=WINDOW_S)
+    machine.spend(WINDOW_S, others=WINDOW_S)
     machine.embed(WINDOW_S)
     assert spare.sample(machine.read()) == pytest.approx(1.0, abs=0.03) and spare()
     # Other processes take the second core as well: busy, with or without the model.
-    machine.spend(WINDOW_S, ours=WINDOW_S, others=WINDOW_S)
+    machine.spend(WINDOW_S, others=2 * WINDOW_S)
     assert not spare()
 
 
