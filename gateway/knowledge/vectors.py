@@ -18,18 +18,24 @@ from typing import Any
 
 try:
     import numpy as np
-    from threadpoolctl import threadpool_limits
 
+    HAVE_NUMPY = True
+except ImportError:  # the semantic extra is not installed
+    HAVE_NUMPY = False
+
+if HAVE_NUMPY:
     # One BLAS thread. numpy's OpenBLAS splits a product this size over every core, and after
     # each one its helper thread spins for a while on the core it took: a whole core, each
     # search, that the model's second thread and the event loop then wait for (measured: the
     # model judged the machine busy on every call, semantic p99 65-75 ms; with one BLAS thread,
-    # two model threads on nearly every call and p99 49-58 ms). The product itself takes
+    # two model threads on nearly every call and p99 46-49 ms). The product itself takes
     # about a millisecond on one thread. This is the process's setting from here on.
-    threadpool_limits(limits=1, user_api="blas")
-    HAVE_NUMPY = True
-except ImportError:  # the semantic extra is not installed
-    HAVE_NUMPY = False
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # numpy without the extra's other parts: BLAS keeps its threads
+        pass
+    else:
+        threadpool_limits(limits=1, user_api="blas")
 
 
 def blend(vectors: Sequence[bytes], weights: Sequence[float]) -> bytes:
