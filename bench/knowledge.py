@@ -1,10 +1,12 @@
 """Knowledge retrieval: indexing cost, per-turn retrieval latency, and quality on the labelled set.
 
     python -m bench.knowledge [--documents 2000] [--queries 300] [--skip-quality]
+                              [--sporadic 40]
 
 1. Index N generated Markdown documents (~5 KB each, ~10 MB for 2,000): wall time, peak RSS.
 2. Per-turn retrieval over that index, lexical (FTS5 bm25) and — with the `semantic` extra —
-   semantic (query embedding by the local model + cosine over every chunk) and hybrid: p50/p99.
+   semantic (query embedding by the local model + cosine over every chunk) and hybrid: p50/p99,
+   back to back; with `--sporadic N`, also N of each a second apart, as chat messages come.
    Embedding 10 MB of text with the local model takes far longer than this script should
    (its throughput is printed, measured on a sample), so the generated corpus's chunks get
    random unit vectors: a search costs the same whatever the values are.
@@ -36,7 +38,7 @@ from bench.common import peak_rss_mib, percentile, reference_ms
 from gateway.app.app import App
 from gateway.app.config import Config, Secrets, Settings
 from gateway.core.clock import SystemClock
-from gateway.knowledge.embed_threads import WINDOW_S
+from gateway.knowledge.embed_threads import FRESH_S, WINDOW_S
 from gateway.knowledge.feature import KnowledgeFeature
 from gateway.knowledge.indexer import Indexer
 from gateway.knowledge.local_embedder import open_local_embedder
@@ -145,6 +147,27 @@ async def index_generated(args: argparse.Namespace, work: Path) -> None:
         retriever = Retriever(store, open_local_embedder())
         await warm_up(retriever)
         await turn_latency(retriever, queries)
+        if args.sporadic:
+            for mode in (Mode.SEMANTIC, Mode.HYBRID):
+                retriever = Retriever(store, open_local_embedder())
+                await warm_up(retriever)
+                await sporadic(retriever, queries[: args.sporadic], mode)
+
+
+async def sporadic(retriever: Retriever, queries: list[str], mode: Mode) -> None:
+    """Each query after a pause longer than the thread policy's recent window, as a chat's
+    messages mostly come: the policy then judges from a window that spans the pause."""
+    times = []
+    for query in queries:
+        await asyncio.sleep(FRESH_S + 0.1)
+        started = time.perf_counter()
+        await retriever.search(query, set(), mode=mode)
+        times.append((time.perf_counter() - started) * 1000)
+    print(
+        f"sporadic {mode.value:9}: p50 {statistics.median(times):.1f} ms, "
+        f"p90 {percentile(times, 90):.1f} ms, max {max(times):.1f} ms over {len(times)} "
+        f"queries {FRESH_S + 0.1:.1f} s apart{threads(retriever)}"
+    )
 
 
 async def warm_up(retriever: Retriever) -> None:
@@ -154,6 +177,9 @@ async def warm_up(retriever: Retriever) -> None:
     await retriever.search("warm up", set(), mode=Mode.SEMANTIC)
     await asyncio.sleep(WINDOW_S)
     await retriever.search("warm up again", set(), mode=Mode.SEMANTIC)
+    runs = getattr(retriever.embedder, "runs", None)
+    if runs is not None:
+        runs.clear()  # count the timed calls only
 
 
 async def turn_latency(retriever: Retriever, queries: list[str]) -> None:
@@ -264,6 +290,10 @@ async def main() -> None:
     parser.add_argument("--documents", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument(
+        "--sporadic", type=int, default=0, metavar="N",
+        help="also N semantic and N hybrid queries, each after a pause (about a second each)",
+    )  # fmt: skip
     args = parser.parse_args()
     print(f"reference loop: {reference_ms():.0f} ms (python {sys.version.split()[0]})")
     with tempfile.TemporaryDirectory() as tmp:

