@@ -26,9 +26,9 @@ before each engine call from `/proc/stat` (about 30 us to read):
   process's own: the event loop handing the call over, or the vault's thread reading the index
   for the same search (hybrid). In the retrieval benchmark's hybrid searches (BLAS already on
   one thread, `OTHERS_MAX` still 0.25), requiring none gave two threads on 118 of 301 calls
-  (p50 55 ms, p99 81); setting one aside, on 284 of 301 (p50 35 ms, p99 55). Any task passes
-  so while the window is recent (`FRESH_S`). The first calls after a quiet spell, whose
-  window spans the spell, let only one of this process's own threads pass (read from
+  (p50 55 ms, p99 81); setting one aside, on 284 of 301 (p50 35 ms, p99 55). Any task may be
+  the one set aside while the window is recent (`FRESH_S`). The first calls after a quiet
+  spell, whose window spans the spell, set aside only one of this process's own threads (read from
   `/proc/self/task`, a file per thread): a chat's messages mostly come after such a spell,
   and with nobody allowed, hybrid searches a second apart took one thread on 40 of 40 calls.
 

@@ -73,9 +73,9 @@ class LocalEmbedder:
         # (CPU seconds of the engine calls that have ended — the worker thread's own, plus
         # the wall time of a two-thread call for its second thread, run only on an idle core,
         # and that thread's spinning after the call, up to the next one; the call in progress:
-        # (threads, started), or None; the last call that ended: (threads, ended)), times
-        # monotonic. Written by the one worker thread, read from others: one attribute store,
-        # so read whole.
+        # (threads, started, the worker's CPU clock then), or None; the last call that ended:
+        # (threads, ended)), times from `clock`. Written by the one worker thread, read from
+        # others: one attribute store, so read whole.
         self._cpu: tuple[float, tuple[int, float, float] | None, tuple[int, float]] = (
             0.0, None, (1, 0.0),
         )  # fmt: skip

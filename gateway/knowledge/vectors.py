@@ -28,9 +28,10 @@ if HAVE_NUMPY:
     # One BLAS thread. numpy's OpenBLAS splits a product this size over every core, and after
     # each one its helper thread spins for a while on the core it took: a whole core, each
     # search, that the model's second thread and the event loop then wait for (measured: the
-    # model judged the machine busy on every call, semantic p99 65-75 ms; with one BLAS thread,
-    # two model threads on nearly every call and p99 46-49 ms). The product itself takes
-    # about a millisecond on one thread. This is the process's setting from here on.
+    # model judged the machine busy on every call, semantic p99 57-75 ms; with one BLAS thread,
+    # two model threads on nearly every call and p99 45-52 ms in the same hour). The product
+    # itself takes about a millisecond on one thread. This is the process's setting from here
+    # on.
     try:
         from threadpoolctl import threadpool_limits
 
