@@ -157,12 +157,7 @@ async def index_generated(args: argparse.Namespace, work: Path) -> None:
 async def sporadic(retriever: Retriever, queries: list[str], mode: Mode) -> None:
     """Each query after a pause longer than the thread policy's recent window, as a chat's
     messages mostly come: the policy then judges from a window that spans the pause."""
-    times = []
-    for query in queries:
-        await asyncio.sleep(FRESH_S + 0.1)
-        started = time.perf_counter()
-        await retriever.search(query, set(), mode=mode)
-        times.append((time.perf_counter() - started) * 1000)
+    times = await timed(retriever, queries, mode, pause=FRESH_S + 0.1)
     print(
         f"sporadic {mode.value:9}: p50 {statistics.median(times):.1f} ms, "
         f"p90 {percentile(times, 90):.1f} ms, max {max(times):.1f} ms over {len(times)} "
@@ -195,12 +190,22 @@ async def turn_latency(retriever: Retriever, queries: list[str]) -> None:
     )
 
 
-async def latency(retriever: Retriever, queries: list[str], mode: Mode) -> None:
+async def timed(
+    retriever: Retriever, queries: list[str], mode: Mode, pause: float = 0.0
+) -> list[float]:
+    """Milliseconds per search, each after `pause` seconds."""
     times = []
     for query in queries:
+        if pause:
+            await asyncio.sleep(pause)
         started = time.perf_counter()
         await retriever.search(query, set(), mode=mode)
         times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def latency(retriever: Retriever, queries: list[str], mode: Mode) -> None:
+    times = await timed(retriever, queries, mode)
     print(
         f"retrieval {mode.value:8}: p50 {statistics.median(times):.1f} ms, "
         f"p99 {percentile(times, 99):.1f} ms over {len(times)} queries{threads(retriever)}"
