@@ -23,7 +23,9 @@ Before there is a window (the first call, or after a quiet spell) only the insta
 counts; where the file cannot be read, the answer is yes: the analyzer's other bounds (its
 share of embedding time, the messages waiting for the model) still hold.
 
-Where it errs, it errs towards the rules: on one core the window must show three quarters of
+Where it errs, it errs towards the rules: unlike the model's thread count
+(`embed_threads.py`), the instant check lets no burst pass, so a vault read running at that
+moment declines the embedding; on one core the window must show three quarters of
 it free (`FREE_MIN_ONE_CORE`: the gateway's own turns use some of it); a process pinned to
 some of the machine's CPUs (a container with a CPU set) reads their `cpuN` lines and skips
 the machine-wide instant check; in a container the file is usually the host's, so other
