@@ -67,7 +67,8 @@ MAX_THREADS = 2
 WINDOW_S = 0.5
 OTHERS_MAX = 0.4
 # Tasks runnable at the instant of the call, besides the caller, taken for a passing burst
-# when the window is quiet and no longer than FRESH_S.
+# when the window is quiet and no longer than FRESH_S. A longer window spans a quiet spell
+# (the spare-core check starts a new one then: `spare_core.py`).
 BURST = 1
 FRESH_S = 2 * WINDOW_S
 # How long after a two-thread call its second thread spins (about 10 ms measured here): the

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from gateway.knowledge.embed_threads import (
-    WINDOW_S,
+    FRESH_S,
     BusyWindow,
     busy_seconds,
     clock_ticks,
@@ -86,7 +86,7 @@ class SpareCore:
         self._cpus = len(self._pinned) if self._pinned else cpus or usable_cpus()
         self._free_min = FREE_MIN if self._cpus >= 2 else FREE_MIN_ONE_CORE
         self._tick = tick if tick is not None else 1 / clock_ticks()
-        self._window = BusyWindow(clock, stale_after=2 * WINDOW_S)
+        self._window = BusyWindow(clock, stale_after=FRESH_S)
 
     def sample(self, stat: bytes) -> float | None:
         """Cores kept busy, the excluded work aside, over the last `WINDOW_S` seconds or more
