@@ -78,6 +78,14 @@ from gateway.core.ports import InboundHandler, WebRoute
 
 from .errors import best_effort, cannot_parse_entities, map_link_errors, map_send_errors
 from .events import CHANNEL, BotIdentity, keyboard, reply_chunks, update_to_inbound
+from .unreadable import (
+    PARSE_ERRORS,
+    UnreadableBatch,
+    fetch_raw,
+    hide_raw_batches,
+    read_each,
+    rejected,
+)
 
 log = logging.getLogger(__name__)
 
@@ -271,8 +279,13 @@ class TelegramChannel:
             await self._bot.set_my_commands(menu)
 
     async def _poll(self, on_inbound: InboundHandler, me: BotIdentity) -> None:
+        hide_raw_batches()
         while True:
-            updates = await self._get_updates()
+            try:
+                updates = await self._get_updates()
+            except UnreadableBatch:
+                await self._read_one_by_one(on_inbound, me)
+                continue
             self._last_ok_ms = self._now_ms()
             self._detail = "polling"
             if self._conflict is not None:
@@ -287,11 +300,34 @@ class TelegramChannel:
 
     async def _get_updates(self) -> tuple[Update, ...]:
         with map_link_errors("getUpdates"):
-            return await self._bot.get_updates(
-                offset=self._offset,
-                timeout=timedelta(seconds=self._poll_timeout_s),
-                allowed_updates=ALLOWED_UPDATES,
-            )
+            try:
+                return await self._bot.get_updates(
+                    offset=self._offset,
+                    timeout=timedelta(seconds=self._poll_timeout_s),
+                    allowed_updates=ALLOWED_UPDATES,
+                )
+            except PARSE_ERRORS as exc:
+                raise UnreadableBatch from exc
+
+    async def _read_one_by_one(self, on_inbound: InboundHandler, me: BotIdentity) -> None:
+        """A batch the library could not read (`unreadable.py`): read update by update; what
+        does not read is saved as rejected and confirmed with the rest."""
+        with map_link_errors("getUpdates"):
+            raw = await fetch_raw(self._bot, self._offset, ALLOWED_UPDATES, read_timeout=15.0)
+        items, offset = read_each(raw, self._bot)
+        if offset is None:
+            raise ChannelUnavailable("telegram getUpdates: a batch without update ids")
+        updates = [u for u in items if isinstance(u, Update)]
+        log.warning(
+            "telegram: %d of %d updates could not be read; kept as rejected",
+            len(items) - len(updates),
+            len(items),
+        )
+        await self._save(
+            [self._translate(u, me) if isinstance(u, Update) else u for u in items], on_inbound
+        )
+        self._offset = offset  # confirmed by the next getUpdates, now that all are saved
+        await self._answer_presses(updates)
 
     def _translate(self, update: Update, me: BotIdentity) -> Inbound | RejectedInbound | None:
         try:
@@ -325,15 +361,25 @@ class TelegramChannel:
         if handler is None or me is None:
             return WebResponse(status=503, body="not ready")  # Telegram retries later
         try:
-            update = Update.de_json(json.loads(request.body), self._bot)
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return WebResponse(status=400, body="bad update")
+            body = json.loads(request.body)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return WebResponse(status=400, body="bad update")  # not an update at all
+        update: Update | None = None
+        try:
+            update = Update.de_json(body, self._bot)
+            item = self._translate(update, me)
+        except PARSE_ERRORS as exc:  # kept as rejected and confirmed: Telegram stops resending
+            item = rejected(body, exc)
+            log.warning("telegram: an update could not be read; kept as rejected")
         self._last_ok_ms = self._now_ms()
         try:
-            await self._save([self._translate(update, me)], handler)
+            await self._save([item], handler)
         except ChannelUnavailable:
             return WebResponse(status=503, body="not saved")  # Telegram retries later
-        await self._answer_presses([update])
+        if update is not None:
+            await self._answer_presses([update])
         return WebResponse(status=200, body="ok")
 
     async def _answer_presses(self, updates: Sequence[Update]) -> None:

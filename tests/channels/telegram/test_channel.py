@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
@@ -207,6 +208,52 @@ async def test_an_update_that_does_not_translate_is_rejected_and_confirmed(
     finally:
         task.cancel()
         await asyncio.wait([task])
+
+
+async def test_an_update_the_library_cannot_read_is_rejected_and_the_stream_goes_on(
+    api: FakeBotAPI, tg: TelegramChannel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """python-telegram-bot fails a whole batch on one update it cannot read (no date, no
+    chat): that one is kept as rejected, the rest handed over, all confirmed, and the
+    library's log line with the users' texts is kept out of the logs."""
+    inbox = Inbox()
+    update_id = message_update("placeholder")["update_id"]
+    unreadable = {"update_id": update_id, "message": {"message_id": 1, "text": "secret words"}}
+    fine = message_update("fine")
+    # Unconfirmed, the same batch comes again: once for the library, once read as JSON.
+    api.queue_updates(unreadable, fine)
+    api.queue_updates(unreadable, fine)
+    task = asyncio.create_task(tg.run(inbox))
+    try:
+        with caplog.at_level(logging.INFO):  # the library's DEBUG lines carry bodies anyway
+            assert [i.text for i in await inbox.wait(1)] == ["fine"]
+            await api.wait_polls(3)  # the third confirms both
+        assert [r.key for r in inbox.rejected] == [f"telegram:update:{update_id}"]
+        assert "KeyError" in inbox.rejected[0].reason
+        assert str(fine["update_id"] + 1) in api.offsets
+        assert not [r for r in caplog.records if "secret words" in r.getMessage()]
+        assert "1 of 2 updates could not be read" in caplog.text
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
+async def test_an_update_the_library_cannot_read_over_the_webhook_is_rejected(
+    api: FakeBotAPI,
+) -> None:
+    async with await webhook_channel() as tg:
+        (route,) = tg.routes()
+        inbox = Inbox()
+        task = asyncio.create_task(tg.run(inbox))
+        try:
+            await asyncio.wait_for(tg.started.wait(), 5)
+            update_id = message_update("placeholder")["update_id"]
+            body = json.dumps({"update_id": update_id, "message": {"message_id": 1}}).encode()
+            assert (await route.handler(webhook_request(body, "s3cret"))).status == 200
+            assert [r.key for r in inbox.rejected] == [f"telegram:update:{update_id}"]
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
 
 
 async def test_poll_conflict_raises_for_the_supervisor(
