@@ -125,17 +125,21 @@ async def _alongside(watcher: ContextWatch, turn: Turn, nxt: Next, hint: Hint) -
 
     judging = asyncio.create_task(judge())
     turn.before_reply.append(judging)
-    confirming = asyncio.create_task(confirm(), name=CONFIRMATION)
+    # Without a confirmation model nothing is ever pending: no task for it.
+    confirming = (
+        None if watcher.confirmer is None else asyncio.create_task(confirm(), name=CONFIRMATION)
+    )
     try:
         await nxt(turn)
     finally:
-        confirming.cancel()
+        if confirming is not None:
+            confirming.cancel()
         try:
             await judging  # short: the state is saved before the turn ends, whatever happened
         finally:
             judging.cancel()  # only if we were cancelled meanwhile
-            await asyncio.wait([confirming, judging])
-    if not confirming.cancelled() and confirming.exception() is not None:
+            await asyncio.wait([judging] if confirming is None else [confirming, judging])
+    if confirming is not None and not confirming.cancelled() and confirming.exception() is not None:
         watcher.log_failure(turn, confirming.exception())
     if confirmed:
         watcher.shown(turn, confirmed[0])

@@ -31,7 +31,7 @@ from enum import StrEnum
 
 from gateway.analyzer.confirm import Confirmer, confirmation_model, decide
 from gateway.analyzer.detect import Analysis, Params, Suggestion, advance
-from gateway.analyzer.lazy import judge_lazily, pending_text, session_vectors
+from gateway.analyzer.lazy import Judgement, judge_lazily, pending_text, session_vectors
 from gateway.analyzer.learned import Learned
 from gateway.analyzer.learned import load as load_learned
 from gateway.analyzer.semantic import SemanticSide, pack
@@ -164,6 +164,13 @@ class ContextWatch:
             self._saved.popitem(last=False)
 
     async def observe(self, turn: Turn) -> None:
+        """Count a command (and whether it followed a tip). Never raises but for cancellation."""
+        try:
+            self._observe(turn)
+        except Exception:
+            log.exception("context analyzer failed on a command in %s", turn.inbound.chat.key)
+
+    def _observe(self, turn: Turn) -> None:
         if turn.command is None or turn.recorded is None:
             return
         session = turn.recorded.session_pk
@@ -208,6 +215,28 @@ class ContextWatch:
                 self._on_embedding(EmbedOutcome.SHED if judgement.shed else EmbedOutcome.EMBEDDED)
         except Exception:
             log.exception("context analyzer failed for %s", turn.inbound.chat.key)
+        judged, event = Judged(), None
+        try:
+            judged, state, event = self._settle(turn, state, analysis, judgement)
+        except Exception:  # the state keeps what was settled before the failure
+            log.exception("context analyzer failed for %s", turn.inbound.chat.key)
+            judged, event = Judged(), None
+        try:
+            self._save(recorded.session_pk, state, turn.now_ms, event)
+        except Exception:
+            log.exception("analyzer state of session %d not saved", recorded.session_pk)
+        return judged
+
+    def _settle(
+        self,
+        turn: Turn,
+        state: WatchState,
+        analysis: Analysis | None,
+        judgement: Judgement | None,
+    ) -> tuple[Judged, WatchState, Event | None]:
+        """The verdict for this message and the session's state after it."""
+        recorded, scope = turn.recorded, turn.scope
+        assert recorded is not None and scope is not None
         # A shed message is not put to the confirmation model either: no paid call under load.
         shed = judgement is not None and judgement.shed
         judged = self._decide(state, analysis, turn.now_ms, confirm=not shed)
@@ -228,8 +257,7 @@ class ContextWatch:
         if judged.now is not None:
             state.mark_shown(judged.now, turn.now_ms)
             event = Event(kind="shown", command=judged.now, chat=recorded.chat_pk)
-        self._save(recorded.session_pk, state, turn.now_ms, event)
-        return judged
+        return judged, state, event
 
     def _decide(
         self, state: WatchState, analysis: Analysis | None, now_ms: int, *, confirm: bool = True

@@ -6,6 +6,7 @@ steps run in this order after the commands and before the agent.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from gateway.analyzer.feature import AnalyzerFeature
@@ -19,6 +20,8 @@ from gateway.limits.feature import LimitsFeature
 from gateway.subscriptions.feature import SubscriptionsFeature
 from gateway.suggestions.feature import SuggestionsFeature
 from proactive.feature import ProactiveFeature
+
+log = logging.getLogger(__name__)
 
 
 def default_features(config: Config) -> list[Feature]:
@@ -64,6 +67,11 @@ def _analyzer(settings: AnalyzerSection, embedder: LocalEmbedder | None) -> Anal
     of everything but the model's own work (`spare_core.py`), and the model's queue, whichever
     feature filled it."""
     if embedder is None:
+        if settings.semantic:
+            log.warning(
+                "analyzer: the semantic extra is not installed (pip install -e '.[semantic]'); "
+                "topic shifts and complaints are judged by the lexical rules"
+            )
         return AnalyzerFeature(settings)
     spare = SpareCore(excluded=lambda: embedder.cpu_seconds, excluded_now=embedder.threads_running)
     return AnalyzerFeature(settings, embedder=embedder, spare=spare, queue=lambda: embedder.jobs)

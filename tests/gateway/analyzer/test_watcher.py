@@ -208,6 +208,51 @@ async def test_analyzer_failure_never_costs_the_reply_nor_the_state(
     assert state.messages == 4  # the failed message was still counted and saved
 
 
+@pytest.mark.parametrize("where", ["advance", "mark_shown"])
+async def test_a_failure_after_the_analysis_still_saves_the_state_and_spares_the_reply(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The bookkeeping after the verdict (the session's recent messages, the tip shown) fails:
+    the reply goes out alone, with no error notice after it, and the message is counted."""
+    await harness.say_all(ON_TOPIC)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the bookkeeping")
+
+    if where == "advance":
+        monkeypatch.setattr("gateway.analyzer.watcher.advance", broken)
+    else:
+        monkeypatch.setattr("gateway.analyzer.state.WatchState.mark_shown", broken)
+    sent = len(harness.channel.texts())
+    await harness.say(FRUSTRATED if where == "mark_shown" else SHIFT)
+    replies = harness.channel.texts()[sent:]
+    assert len(replies) == 1 and replies[0].startswith("ok")
+    watcher = harness.app.feature(AnalyzerFeature).watcher
+    assert watcher is not None
+    ((_, state),) = watcher._saved.values()
+    assert state.messages == 4
+
+
+async def test_a_state_that_cannot_be_saved_spares_the_reply(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    await harness.say(ON_TOPIC[0])
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the store")
+
+    watcher = harness.app.feature(AnalyzerFeature).watcher
+    assert watcher is not None
+    monkeypatch.setattr(watcher.store, "save", broken)
+    sent = len(harness.channel.texts())
+    with caplog.at_level(logging.ERROR):
+        await harness.say(ON_TOPIC[1])
+        await harness.say("/status")  # a command: the analyzer only counts it
+    replies = harness.channel.texts()[sent:]
+    assert replies[0] == "ok" and len(replies) == 2 and "went wrong" not in replies[1]
+    assert any("not saved" in r.getMessage() for r in caplog.records)
+
+
 async def test_state_of_the_previous_version_is_migrated(harness: Harness) -> None:
     await harness.say_all(ON_TOPIC)
     watcher = harness.app.feature(AnalyzerFeature).watcher
