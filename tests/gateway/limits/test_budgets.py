@@ -262,7 +262,8 @@ async def test_the_analyzer_confirmation_spends_the_users_budget(
     tmp_path: Path,
 ) -> None:
     # A wide band: the shift is put to the confirmation whichever analyzer mode judges it.
-    analyzer = {"confirm_model": MODEL, "confirm_band": 1.0}
+    # No share bounds: a message shed under the machine's load is not put to it.
+    analyzer = {"confirm_model": MODEL, "confirm_band": 1.0, "embed_share": 1}
     config = limits_config(tmp_path, user_usd_per_day=1.0, analyzer=analyzer)
     llm = CostingLLM(10)
     llm.default = "continuation"  # the reply to every call, the confirmation's included
