@@ -3,7 +3,9 @@
 One implementation for chat and HTTP. A change applies to the pipeline at once (from the next
 assembly on), is stored in the vault (`vault/context_settings.py`) so a restart keeps it, and is
 audited with its actor — refusals too. The stored settings are applied lazily, before the
-first turn, command or API call that needs them (`ensure_loaded`).
+first turn, command or API call that needs them (`ensure_loaded`), and read again at most every
+`RELOAD_S` after that: another process on the same vault (a replica on PostgreSQL, an
+`iris chat` beside `iris run`) applies a change within that time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 
 REQUIRED = frozenset({"message"})  # the current message is never switched off
 PRIORITY_RANGE = range(-1000, 1001)
+RELOAD_S = 5  # how stale another process's change may be here (one small read per period)
 
 
 class ProviderEvents:
@@ -32,20 +35,29 @@ class ProviderEvents:
         self.store = store
         self.audit = audit
         self.clock = clock
-        self._loaded = False
+        self._loaded_ms: int | None = None
+        self._unknown: set[str] = set()  # stored names not running here, warned about once
+        self._changes = 0  # changes made here: a read that overlapped one is not applied
 
     async def ensure_loaded(self) -> None:
-        if self._loaded:
+        """Apply the stored settings, if they were not read in the last `RELOAD_S`."""
+        now_ms = self.clock.now_ms()
+        if self._loaded_ms is not None and now_ms - self._loaded_ms < RELOAD_S * 1000:
             return
-        known = {p.name for p in self.pipeline.providers()}
-        for setting in await self.store.all():
-            if setting.name not in known:
-                log.warning("context provider %r in the vault is not running", setting.name)
+        changes = self._changes
+        stored = await self.store.all()
+        if changes != self._changes:
+            return  # read before a change made here meanwhile: the next call reads again
+        defaults = {p.name: p.default_priority for p in self.pipeline.providers()}
+        for setting in stored:
+            if setting.name not in defaults:
+                if setting.name not in self._unknown:
+                    self._unknown.add(setting.name)
+                    log.warning("context provider %r in the vault is not running", setting.name)
                 continue
-            self.pipeline.configure(
-                setting.name, enabled=setting.enabled, priority=setting.priority
-            )
-        self._loaded = True
+            priority = defaults[setting.name] if setting.priority is None else setting.priority
+            self.pipeline.configure(setting.name, enabled=setting.enabled, priority=priority)
+        self._loaded_ms = now_ms
 
     async def listing(self) -> list[ProviderInfo]:
         await self.ensure_loaded()
@@ -72,6 +84,7 @@ class ProviderEvents:
                 await self._audit(actor, via, verb, args, Outcome.REFUSED, exc.user_message)
             raise
         info = self.pipeline.configure(name, enabled=enabled, priority=priority)
+        self._changes += 1
         custom = info.priority if info.priority != info.default_priority else None
         await self.store.put(
             ProviderSetting(name=name, enabled=info.enabled, priority=custom),
