@@ -66,12 +66,18 @@ def _where(config: Config) -> str:
 def documents_report(config: Config) -> list[str]:
     from gateway.knowledge.indexer import list_files, unmatched_globs
 
-    globs = config.settings.context.documents
+    context = config.settings.context
+    globs = context.documents
     if not globs:
         return []
     base = config.source.parent if config.source else Path.cwd()
     lines = [f"documents: {len(list_files(base, globs))} file(s) matched in {base}"]
     lines += [f"documents: WARNING '{g}' matches no file" for g in unmatched_globs(base, globs)]
+    if context.knowledge_tokens > context.max_tokens:  # part of the whole: it can never all fit
+        lines.append(
+            f"documents: WARNING context.knowledge_tokens ({context.knowledge_tokens}) is over "
+            f"context.max_tokens ({context.max_tokens}), the whole request's budget"
+        )
     return lines
 
 

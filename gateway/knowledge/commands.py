@@ -5,7 +5,8 @@
 - `/context docs`: the documents visible in this chat, each fresh, changed since it was given
   here, or never given;
 - `/context refresh`: rescan the files now (at most once per refresh cooldown per session);
-  the next message gets the new versions of what changed, `on_request` documents included;
+  the next message gets the new versions of what changed, `on_request` documents included
+  (a `session_start` document, an ADR, keeps its version until the next session: said so);
 - `/context why TITLE`: the injection history of one document in this chat;
 - `/context events list|enable NAME|disable NAME|priority NAME N` (admins).
 
@@ -23,7 +24,7 @@ from gateway.knowledge.events import ProviderEvents, describe
 from gateway.knowledge.indexer import Indexer
 from gateway.knowledge.provider import KnowledgeProvider, short
 from gateway.knowledge.report import render
-from gateway.knowledge.rules import PathRules
+from gateway.knowledge.rules import PathRules, Policy, policy_of
 from gateway.knowledge.staleness import Freshness, freshness
 from gateway.turns.commands import Command, CommandCall
 from vault.injections import InjectionLog
@@ -133,17 +134,28 @@ class ContextCommands:
         given = await self.injections.working_set(scope.session_pk)
         live = await self.store.documents(given, self.rules.visible(scope))
         changed = [
-            d.title
+            d
             for d in live
             if freshness(given[d.id].injection.content_hash, d.content_hash) is Freshness.CHANGED
         ]
+        held = [policy_of(d.type, d.status) is Policy.SESSION_START for d in changed]
+        pinned = [d.title for d, kept in zip(changed, held, strict=True) if kept]
+        renewed = [d.title for d, kept in zip(changed, held, strict=True) if not kept]
         head = (
             f"Rescanned: {report.indexed} updated, {report.retired} removed, "
             f"{len(report.skipped)} skipped."
         )
         if not changed:
             return f"{head} Nothing I was given here has changed."
-        return f"{head} Your next message gets the new version of: {'; '.join(changed)}."
+        said = [head]
+        if renewed:
+            said.append(f"Your next message gets the new version of: {'; '.join(renewed)}.")
+        if pinned:
+            said.append(
+                f"Changed, kept as given until the next session (/clear starts one): "
+                f"{'; '.join(pinned)}."
+            )
+        return " ".join(said)
 
     async def why(self, call: CommandCall, title: str) -> str:
         await self.indexer.ready()

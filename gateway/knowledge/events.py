@@ -75,7 +75,15 @@ class ProviderEvents:
     ) -> ProviderInfo:
         """`audited=False` when the caller audits the action itself (the admin API does)."""
         await self.ensure_loaded()
-        verb = "priority" if priority is not None else "enable" if enabled else "disable"
+        verb = (
+            "priority"
+            if priority is not None
+            else "enable"
+            if enabled
+            else "disable"
+            if enabled is not None
+            else "change"
+        )
         args: dict[str, Any] = {"name": name, "enabled": enabled, "priority": priority}
         try:
             self._check(name, enabled, priority)
@@ -105,6 +113,8 @@ class ProviderEvents:
             raise UserInputError(
                 f"Unknown context provider '{name[:40]}'. Providers: {', '.join(names)}."
             )
+        if enabled is None and priority is None:
+            raise UserInputError("Nothing to change: give 'enabled', 'priority' or both.")
         if enabled is False and name in REQUIRED:
             raise UserInputError(f"The '{name}' provider cannot be switched off.")
         if priority is not None and priority not in PRIORITY_RANGE:

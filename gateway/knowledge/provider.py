@@ -18,6 +18,7 @@ as it was read (the text and hash come from one consistent read of the index).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, replace
 
 from gateway.agent.context import ContextItem, Phase, Position, estimate_tokens
@@ -34,6 +35,9 @@ from vault.knowledge import ChunkRow, DocumentRow, KnowledgeStore
 
 TOP_K = 3
 RECENT_USER_MESSAGES = 1
+
+
+EXCERPT = re.compile(r' excerpt="([^"]*)"')  # in the <document> tag `render` writes
 
 
 def short(hash_: str) -> str:
@@ -214,6 +218,9 @@ class KnowledgeProvider:
         else:
             relevance = 0.45
         stable = is_stable(policy_of(doc.type, doc.status))
+        # A document cut to its relevant sections says so in `/context` (and `context_status`).
+        if (cut := EXCERPT.search(text, 0, text.find("\n"))) is not None:
+            reason = f"{reason}; an excerpt: {cut.group(1)}"
         return ContextItem(
             source=self.name,
             position=Position.SYSTEM_STABLE if stable else Position.SYSTEM,

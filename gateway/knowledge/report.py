@@ -14,10 +14,10 @@ from gateway.agent.context import ContextTrace, TraceItem
 
 NAMES = {
     "persona": "persona",
-    "profile": "your profile and local time",
+    "profile": "the sender's profile and local time",  # in a group: whoever wrote last
     "summary": "summary of the earlier conversation",
     "proactive": "follow-ups and proactive quota",
-    "message": "your message",
+    "message": "the message",
 }
 
 

@@ -141,6 +141,8 @@ async def test_events_over_http(client: TestClient[Any, Any], chat: Chat) -> Non
         "/context/providers", json={"name": "memories", "priority": 5000}, headers=auth
     )
     assert invalid.status == 422
+    nothing = await client.post("/context/providers", json={"name": "memories"}, headers=auth)
+    assert nothing.status == 400 and "Nothing to change" in (await nothing.json())["error"]
     document = await (await client.get("/openapi.json", headers=auth)).json()
     assert {"get", "post"} <= set(document["paths"]["/context/providers"])
     rows = await chat.app.vault.fetchall("SELECT actor, action, outcome FROM audit_log")

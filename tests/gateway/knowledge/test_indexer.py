@@ -127,6 +127,7 @@ async def test_types_by_path_rule(tmp_path: Path) -> None:
 def test_doctor_warns_about_a_glob_that_matches_nothing(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text(
         '[auth]\nallow = ["telegram:1"]\n[context]\ndocuments = ["notes/*.md", "adr/*.md"]\n'
+        "max_tokens = 3000\nknowledge_tokens = 4000\n"
     )
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.md").write_text("# A\n")
@@ -137,3 +138,4 @@ def test_doctor_warns_about_a_glob_that_matches_nothing(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "documents: 1 file(s) matched" in result.stdout, result.stderr
     assert "documents: WARNING 'adr/*.md' matches no file" in result.stdout
+    assert "WARNING context.knowledge_tokens (4000) is over context.max_tokens" in result.stdout

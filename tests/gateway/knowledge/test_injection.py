@@ -106,6 +106,11 @@ async def test_adrs_keep_their_session_start_version_until_a_new_session(world: 
     world.clock.advance(60)
     assert "PostgreSQL 15" in (await world.say("postgres?"))[path][1]
     assert "next session" in await world.command("/context")
+    refreshed = await world.command("/context refresh")  # no promise it will not keep
+    assert "new version of" not in refreshed
+    assert "kept as given until the next session (/clear starts one): ADR 0001" in refreshed
+    world.clock.advance(60)
+    assert "PostgreSQL 15" in (await world.say("postgres?"))[path][1]
     await world.command("/clear")
     assert "PostgreSQL 16" in (await world.say("which postgres version do we use?"))[path][1]
     assert [r for _, r in await world.audit()] == ["session_start", "session_start"]
@@ -247,3 +252,22 @@ async def test_with_injection_off_the_index_is_still_kept_current(tmp_path: Path
         assert documents_in(llm.requests[-1]) == {}
         await app.router.submit(inbound("/context docs"))
         assert "Failover runbook" in channel.texts()[-1]
+
+
+async def test_a_document_cut_to_an_excerpt_says_so_in_context(tmp_path: Path) -> None:
+    """Over half the knowledge budget, a document is cut to its relevant sections: the model
+    sees which part it got, and `/context` says it is an excerpt."""
+    sections = "\n\n".join(
+        f"## Part {n}\n\n" + ("Routine maintenance notes. " * 30) + ("Kafka lag." if n == 3 else "")
+        for n in range(8)
+    )
+    llm, channel = FakeLLM(), MemoryChannel()
+    async with app_with(knowledge_config(tmp_path, knowledge_tokens=300), channel, llm) as app:
+        write(tmp_path, "notes/handbook.md", f"# Ops handbook\n\n{sections}\n")
+        await app.router.submit(inbound("kafka lag?"))
+        ((_, text),) = documents_in(llm.requests[-1]).values()
+        assert "Kafka lag." in text and "## Part 0" not in text  # the relevant part only
+        await app.router.submit(inbound("/context"))
+        shown = channel.texts()[-1]
+    assert "Ops handbook" in shown and "— relevant; an excerpt: " in shown
+    assert "of 8 sections" in shown
