@@ -120,6 +120,9 @@ class Confirmer:
         except OverBudget:  # the turn's own call is refused the same way, with the notice
             log.info("analyzer confirmation refused: over budget")
             return None
+        except Exception:  # anything else fails closed too: no tip, the rest goes on
+            log.exception("analyzer confirmation failed unexpectedly")
+            return None
         verdict = parse_verdict(response)
         if verdict is None:
             log.info("analyzer confirmation gave no usable verdict")

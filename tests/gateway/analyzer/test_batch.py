@@ -8,6 +8,7 @@ from gateway.analyzer.batch import run_batch
 from gateway.analyzer.confirm import Confirmer
 from gateway.analyzer.detect import Params
 from gateway.app.cli import main
+from gateway.core.llm import LLMRequest, LLMResponse
 from tests.fakes import FakeLLM
 
 HISTORY = [
@@ -153,3 +154,14 @@ async def test_confirm_failure_fails_closed() -> None:
     for llm in (FakeLLM().enqueue_error(), FakeLLM().enqueue_text("topic_shift")):
         (result,) = await confirm_batch(llm, [case("shift", [*HISTORY, SHIFT])])
         assert result["suggestion"] == "none"
+
+
+async def test_confirm_fails_closed_on_an_unexpected_error_and_the_run_goes_on() -> None:
+    class Broken(FakeLLM):
+        async def complete(self, request: LLMRequest) -> LLMResponse:
+            raise RuntimeError("a bug in the client")
+
+    results = await confirm_batch(
+        Broken(), [case("shift", [*HISTORY, SHIFT]), case("again", [*HISTORY, SHIFT])]
+    )
+    assert [r["suggestion"] for r in results] == ["none", "none"]
