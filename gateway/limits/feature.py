@@ -25,6 +25,7 @@ from gateway.limits.intake import MessageRate, limits_step
 from gateway.limits.settings import LimitsSection
 from gateway.limits.shared import SharedBudgets
 from gateway.turns.auth import Authorizer
+from vault.audit import AuditLog
 from vault.budget_holds import BUDGET_HINTS, SharedSpendStore
 from vault.spend import SpendStore
 
@@ -76,7 +77,11 @@ class LimitsFeature:
         c.call_guard(budgets)
         c.step(
             limits_step(
-                rate=rate, budgets=budgets, store=store, admins_exempt=settings.admins_exempt
+                rate=rate,
+                budgets=budgets,
+                store=store,
+                admins_exempt=settings.admins_exempt,
+                audit=AuditLog(s.vault),
             )
         )
         self.report = report = BudgetReport(

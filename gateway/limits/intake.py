@@ -19,6 +19,7 @@ from gateway.core.errors import OverBudget, UserInputError
 from gateway.limits.budgets import Budgets
 from gateway.limits.notices import SLOW_DOWN
 from gateway.turns.turn import Next, Step, Turn
+from vault.audit import AuditLog, Outcome
 from vault.spend import SpendStore
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,12 @@ class MessageRate:
 
 
 def limits_step(
-    *, rate: MessageRate, budgets: Budgets, store: SpendStore, admins_exempt: bool
+    *,
+    rate: MessageRate,
+    budgets: Budgets,
+    store: SpendStore,
+    admins_exempt: bool,
+    audit: AuditLog | None = None,
 ) -> Step:
     told: OrderedDict[tuple[int, str], None] = OrderedDict()
 
@@ -96,6 +102,16 @@ def limits_step(
             await nxt(turn)
         except OverBudget as exc:
             if await first_notice(scope.user_pk, f"{exc.limit}:{exc.window}", turn.now_ms):
+                if audit is not None:  # once per user and window, as the notice
+                    await audit.record(
+                        actor=scope.user.key,
+                        via=scope.chat.channel,
+                        action="limits over budget",
+                        args={"limit": str(exc.limit), "window": exc.window},
+                        outcome=Outcome.REFUSED,
+                        result="model calls refused until the window resets; notice sent",
+                        now_ms=turn.now_ms,
+                    )
                 raise
             log.info("%s is over %s; saved, not answered", scope.user.key, exc.limit)
 

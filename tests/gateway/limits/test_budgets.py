@@ -78,6 +78,11 @@ async def test_one_notice_per_day_then_silence_until_local_midnight_after_spring
         assert "00:00 on Mon 9 Mar (America/New_York)" in notice
         assert "saved" in notice
         assert await chat.say("third question") is None  # told once per window
+        audited = await chat.app.vault.fetchall(
+            "SELECT actor, action, outcome, args FROM audit_log WHERE action LIKE 'limits%'"
+        )
+        assert [tuple(r)[:3] for r in audited] == [("memory:u1", "limits over budget", "refused")]
+        assert '"window": "2026-03-08"' in audited[0]["args"]  # once for the window, audited
         # The 23-hour day: 24 h after its start would be 01:00 local; it ends at midnight.
         chat.clock.set(local_ms("2026-03-08T23:59:59", NY))
         assert await chat.say("still today") is None
