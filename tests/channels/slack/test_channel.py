@@ -317,6 +317,25 @@ async def test_interactive_payloads_are_acked(running: tuple[SlackChannel, Inbox
     assert inbox.items == []
 
 
+async def test_an_event_that_does_not_translate_is_rejected_and_acked(
+    running: tuple[SlackChannel, Inbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What passes the request checks translates today (`test_verify.py`); should a new event
+    shape still fail, it is kept as rejected and acked, never redelivered forever."""
+    channel, inbox = running
+
+    def unknown_shape(body: object, me: object) -> None:
+        raise KeyError("blocks")
+
+    monkeypatch.setattr("channels.slack.channel.event_to_inbound", unknown_shape)
+    body = event_body(dm_event("a shape from the future"), event_id="EvOdd")
+    assert (await post(channel, body, signed_headers(body, content_type=JSON))).status == 200
+    assert [(r.key, r.reason) for r in inbox.rejected] == [
+        ("slack:event:EvOdd", "untranslatable event (KeyError)")
+    ]
+    assert "a shape from the future" in inbox.rejected[0].raw
+
+
 async def test_an_event_is_saved_before_it_is_acked(
     running: tuple[SlackChannel, Inbox], caplog: pytest.LogCaptureFixture
 ) -> None:
