@@ -9,7 +9,11 @@ at a message, everything that is not the user's own voice is blanked out:
   “ ”, ‘ ’, „ “, ‚ ‘, « », ‹ ›, 「 」, 『 』, backticks and fenced code, and `>` quote lines;
 - reported speech without quote marks: after somebody other than the user and a verb of
   saying ("my boss told me", "the manual says", "er meinte", "il m'a dit", "me dijo",
-  "mi ha detto", "ele disse", "он сказал", "hij zei"), the rest of that sentence.
+  "mi ha detto", "ele disse", "он сказал", "hij zei"), the rest of that sentence;
+- a speaker's label: a sentence that opens with a person or a source of messages and a colon
+  or a dash ("My colleague: you are confused…", "From the ticket - You are wrong again…",
+  "Mein Chef: …"), the rest of that sentence. Only such nouns make a label: "The problem:
+  you keep forgetting" is the user's own voice.
 
 `quotes_someone` says whether anything was blanked: the topic rules treat such a message as
 part of the user's own situation rather than a new subject.
@@ -63,6 +67,32 @@ _NAMED = re.compile(
 )
 
 
+# Who can open a sentence as its speaker, after a determiner: people and the messages they
+# send, in the languages above. A plural -s is allowed.
+_WHO = (
+    r"(?:colleague|co-?worker|boss|manager|supervisor|lead|client|customer|teammate|friend"
+    r"|partner|wife|husband|mom|mum|dad|mother|father|teacher|reviewer|tester|user|support"
+    r"|ticket|e-?mail|message|review|comment|reply|answer from \w+"
+    r"|kollege|kollegin|chef|chefin|kunde|kundin|freund|freundin|nachricht"
+    r"|collègue|patron|patronne|cheffe|cliente?|ami|amie|colega|jefe|jefa|amigo|amiga|mensaje"
+    r"|collega|capo|amico|amica|messaggio|chefe|mensagem|baas|klant|vriend|bericht"
+    r"|коллега|начальник|клиент|друг|сообщение)"
+)
+_DETERMINER = (
+    r"(?:my|our|his|her|their|the|a|an|this|that|mein|meine|meinem|unser|unsere|der|die|das"
+    r"|ein|eine|mon|ma|notre|le|la|un|une|mi|nuestro|nuestra|el|il|lo|mio|mia|meu|minha|o"
+    r"|mijn|onze|de|het|een|мой|моя|наш|наша)"
+)
+_LABELLED = re.compile(
+    r"(?:^|(?<=[.!?\n]))\s*(?:(?:from|per|von|de|da|van|от)\s+)?"
+    + _DETERMINER
+    + r"\s+(?:[\w'’-]+\s+)?"
+    + _WHO
+    + r"s?\s*(?::|\s[-–—])[^.!?\n]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
 # Both reported-speech patterns need a verb of saying. Most messages have none, and looking
 # for the verb alone costs a fraction of trying every speaker at every word.
 _SAYS = re.compile(_SAYING, re.IGNORECASE)
@@ -71,6 +101,8 @@ _SAYS = re.compile(_SAYING, re.IGNORECASE)
 def strip_quoted(text: str) -> str:
     """The message with quoted text, code and reported speech blanked out."""
     plain = _QUOTED.sub(" ", text)
+    if ":" in plain or " -" in plain or "–" in plain or "—" in plain:
+        plain = _LABELLED.sub(" ", plain)
     if _SAYS.search(plain) is None:
         return plain
     plain = _REPORTED.sub(" ", plain)

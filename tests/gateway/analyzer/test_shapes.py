@@ -73,6 +73,35 @@ def test_exact_words_are_reported_speech() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "own"),
+    [
+        ("My colleague: you are confused, reset everything. Is that right?", "Is that right?"),
+        ("My colleague: — you are confused, start over. Is that right?", "Is that right?"),
+        ("From the ticket - You are wrong again, this is useless. What should I reply?", "reply"),
+        ("Mein Chef: du bist verwirrt, vergiss das. Stimmt das?", "Stimmt das?"),
+        ("Mon patron : tu es perdu, recommence. C'est vrai ?", "vrai"),
+    ],
+)
+def test_a_speakers_label_opens_reported_speech(text: str, own: str) -> None:
+    left = strip_quoted(text)
+    assert own in left and "you" not in left.lower() and "tu " not in left
+    assert not is_frustrated(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The problem: you keep forgetting what I said, start over.",
+        "Listen: you are wrong, reset everything.",
+        "Honestly - you're confused, let's start over.",
+    ],
+)
+def test_a_colon_alone_is_not_a_label(text: str) -> None:
+    assert strip_quoted(text) == text
+    assert is_frustrated(text)
+
+
+@pytest.mark.parametrize(
     "text", ["Kurze Frage zwischendurch: wie entfernt man eine Zecke?", "domanda a parte: ok?"]
 )
 def test_side_question_cues(text: str) -> None:
