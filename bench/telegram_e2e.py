@@ -22,7 +22,9 @@ after one unmeasured warm-up message from each of as many other users (so the me
 are new to the server); Iris and the floor alternate, N runs each. Iris
 runs as configured by default (durable intake, budgets). Besides throughput and latency each
 run prints the server's CPU per message (process time, all threads), the figure that least
-depends on what else the machine is doing, and the Bot API calls it made. `--ablate` adds
+depends on what else the machine is doing, the Bot API calls it made, and its context switches
+per message (`switches W+P/msg`: W times a thread of it waited, for I/O, a lock or the
+interpreter lock, and P times one was preempted). `--ablate` adds
 Iris without its typing indicator, and Iris with the analyzer's lexical rules instead of
 embedding messages with the local model (what each costs); each Iris run also prints how many
 messages the analyzer embedded and how many it judged by the rules alone because its
@@ -44,6 +46,7 @@ import cProfile
 import json
 import logging
 import os
+import resource
 import signal
 import statistics
 import sys
@@ -298,7 +301,12 @@ async def serve(
     def mark() -> None:
         marks.append(time.process_time())
         embedded, shed = _embeddings()
-        print(f"cpu {marks[-1]:.6f} {time.thread_time():.6f} {embedded} {shed}", flush=True)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        print(
+            f"cpu {marks[-1]:.6f} {time.thread_time():.6f} {embedded} {shed} "
+            f"{usage.ru_nvcsw} {usage.ru_nivcsw}",
+            flush=True,
+        )
         if profiler is not None:
             if len(marks) == 1:
                 profiler.enable()
@@ -377,7 +385,9 @@ async def one_run(
                 raise RuntimeError(f"{kind} server did not start: {line!r}")
             await closed_loop(api, users, 1, first=50_000)  # warm-up, not measured
             proc.send_signal(signal.SIGUSR1)
-            cpu0, loop0, embedded0, shed0 = map(float, (await proc.stdout.readline()).split()[1:])
+            cpu0, loop0, embedded0, shed0, waits0, preempted0 = map(
+                float, (await proc.stdout.readline()).split()[1:]
+            )
             calls0 = sum(api.calls.values())
             by_method0 = Counter(api.calls)
             sent0 = len(api.sent)
@@ -386,7 +396,9 @@ async def one_run(
             elapsed = time.perf_counter() - started
             driver = time.process_time() - driver0
             proc.send_signal(signal.SIGUSR1)
-            cpu1, loop1, embedded1, shed1 = map(float, (await proc.stdout.readline()).split()[1:])
+            cpu1, loop1, embedded1, shed1, waits1, preempted1 = map(
+                float, (await proc.stdout.readline()).split()[1:]
+            )
             calls1 = sum(api.calls.values())
             methods = ", ".join(f"{m} {n}" for m, n in (api.calls - by_method0).most_common())
             replies = len(api.sent) - sent0
@@ -411,6 +423,8 @@ async def one_run(
         "model_calls": calls,
         "embedded": embedded1 - embedded0,
         "shed": shed1 - shed0,
+        "waits": (waits1 - waits0) / done,
+        "preempted": (preempted1 - preempted0) / done,
     }
 
 
@@ -440,6 +454,7 @@ async def compare(
                 f"p99 {got['p99']:6.1f} ms  cpu {got['cpu_ms']:5.2f} ms/msg "
                 f"(other threads {got['threads_ms']:4.2f}; fakes {got['driver_ms']:4.2f})  "
                 f"{got['bot_calls']:.1f} Bot API calls/msg  "
+                f"switches {got['waits']:.0f}+{got['preempted']:.0f}/msg  "
                 f"embedded {got['embedded']:.0f}, shed {got['shed']:.0f}  "
                 f"load {before:.2f}->{load():.2f}"
                 + (f"  ({got['extra_replies']:+.0f} replies)" if got["extra_replies"] else "")
