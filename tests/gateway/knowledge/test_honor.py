@@ -9,8 +9,11 @@ import random
 import re
 from pathlib import Path
 
+import pytest
+
 from gateway.core.clock import ManualClock
 from gateway.core.llm import ToolResult
+from gateway.knowledge import local_embedder
 from gateway.knowledge.feature import KnowledgeFeature
 from tests.conftest import app_with
 from tests.fakes import FakeLLM, MemoryChannel, inbound
@@ -60,15 +63,25 @@ class Files:
         }
 
 
-async def test_context_lists_exactly_what_the_model_received(tmp_path: Path) -> None:
+@pytest.mark.parametrize("retrieval", ["lexical", "auto"])
+async def test_context_lists_exactly_what_the_model_received(
+    tmp_path: Path, retrieval: str
+) -> None:
+    """`auto` is the hybrid retrieval of the `semantic` extra (the local model, whose vectors
+    are the same bits on every run), skipped without it."""
+    if retrieval == "auto" and not local_embedder.AVAILABLE:
+        pytest.skip("the semantic extra is not installed")
     rng = random.Random(11)
     llm, channel, clock = FakeLLM(), MemoryChannel(), ManualClock()
     files = Files(tmp_path)
     for topic in TOPICS:
         files.put(topic)
-    config = knowledge_config(tmp_path, refresh_cooldown_seconds=30, knowledge_tokens=260)
+    config = knowledge_config(
+        tmp_path, refresh_cooldown_seconds=30, knowledge_tokens=260, retrieval=retrieval
+    )
     async with app_with(config, channel, llm, clock) as app:
         indexer = app.feature(KnowledgeFeature).indexer
+        assert (app.feature(KnowledgeFeature).embedder is None) is (retrieval == "lexical")
         listed_any = stale_seen = 0
         for turn in range(30):
             question = " and ".join(rng.sample(sorted(TOPICS), k=rng.choice([1, 2, 3])))
@@ -100,6 +113,8 @@ async def test_context_lists_exactly_what_the_model_received(tmp_path: Path) -> 
         assert {"relevant", "session_start", "changed"} <= reasons, reasons
         assert stale_seen > 0
         assert listed_any > 20  # the test saw documents, not only empty contexts
+        vectors = await app.vault.scalar("SELECT count(*) FROM knowledge_vectors")
+        assert (vectors > 0) is (retrieval == "auto")  # hybrid really searched by meaning too
 
 
 async def test_the_context_status_tool_reports_the_same_trace(tmp_path: Path) -> None:
