@@ -314,6 +314,9 @@ class TelegramChannel:
         does not read is saved as rejected and confirmed with the rest."""
         with map_link_errors("getUpdates"):
             raw = await fetch_raw(self._bot, self._offset, ALLOWED_UPDATES, read_timeout=15.0)
+        self._last_ok_ms = self._now_ms()
+        if not raw:
+            return  # nothing pending any more: poll on
         items, offset = read_each(raw, self._bot)
         if offset is None:
             raise ChannelUnavailable("telegram getUpdates: a batch without update ids")

@@ -218,9 +218,8 @@ class ContextWatch:
         judged, event = Judged(), None
         try:
             judged, state, event = self._settle(turn, state, analysis, judgement)
-        except Exception:  # the state keeps what was settled before the failure
+        except Exception:  # no tip; the state keeps what was settled before the failure
             log.exception("context analyzer failed for %s", turn.inbound.chat.key)
-            judged, event = Judged(), None
         try:
             self._save(recorded.session_pk, state, turn.now_ms, event)
         except Exception:

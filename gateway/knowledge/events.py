@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gateway.agent.context import ContextPipeline, ProviderInfo
-from gateway.core.errors import UserInputError
+from gateway.core.errors import UserInputError, VaultError
 from gateway.core.ports import Clock
 from vault.audit import AuditLog, Outcome
 from vault.context_settings import ContextSettings, ProviderSetting
@@ -45,7 +45,14 @@ class ProviderEvents:
         if self._loaded_ms is not None and now_ms - self._loaded_ms < RELOAD_S * 1000:
             return
         changes = self._changes
-        stored = await self.store.all()
+        try:
+            stored = await self.store.all()
+        except VaultError:
+            if self._loaded_ms is None:
+                raise  # never read: the turn cannot know what is switched off
+            log.warning("context provider settings not read again; keeping the last ones")
+            self._loaded_ms = now_ms  # try again a period later
+            return
         if changes != self._changes:
             return  # read before a change made here meanwhile: the next call reads again
         defaults = {p.name: p.default_priority for p in self.pipeline.providers()}
@@ -75,15 +82,12 @@ class ProviderEvents:
     ) -> ProviderInfo:
         """`audited=False` when the caller audits the action itself (the admin API does)."""
         await self.ensure_loaded()
-        verb = (
-            "priority"
-            if priority is not None
-            else "enable"
-            if enabled
-            else "disable"
-            if enabled is not None
-            else "change"
-        )
+        if priority is not None:
+            verb = "priority"
+        elif enabled is None:
+            verb = "change"  # refused below: nothing to change
+        else:
+            verb = "enable" if enabled else "disable"
         args: dict[str, Any] = {"name": name, "enabled": enabled, "priority": priority}
         try:
             self._check(name, enabled, priority)

@@ -15,7 +15,7 @@ import logging
 from collections import OrderedDict, deque
 
 from gateway.agent.agent import payer_of
-from gateway.core.errors import OverBudget, UserInputError
+from gateway.core.errors import OverBudget, UserInputError, VaultError
 from gateway.limits.budgets import Budgets
 from gateway.limits.notices import SLOW_DOWN
 from gateway.turns.turn import Next, Step, Turn
@@ -103,15 +103,18 @@ def limits_step(
         except OverBudget as exc:
             if await first_notice(scope.user_pk, f"{exc.limit}:{exc.window}", turn.now_ms):
                 if audit is not None:  # once per user and window, as the notice
-                    await audit.record(
-                        actor=scope.user.key,
-                        via=scope.chat.channel,
-                        action="limits over budget",
-                        args={"limit": str(exc.limit), "window": exc.window},
-                        outcome=Outcome.REFUSED,
-                        result="model calls refused until the window resets; notice sent",
-                        now_ms=turn.now_ms,
-                    )
+                    try:
+                        await audit.record(
+                            actor=scope.user.key,
+                            via=scope.chat.channel,
+                            action="limits over budget",
+                            args={"limit": str(exc.limit), "window": exc.window},
+                            outcome=Outcome.REFUSED,
+                            result="model calls refused until the window resets; notice sent",
+                            now_ms=turn.now_ms,
+                        )
+                    except VaultError:  # the notice matters more than its audit entry
+                        log.exception("could not audit %s over %s", scope.user.key, exc.limit)
                 raise
             log.info("%s is over %s; saved, not answered", scope.user.key, exc.limit)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gateway.agent.context import ContextPipeline, Phase
 from gateway.core.clock import ManualClock
+from gateway.core.errors import VaultError
 from gateway.knowledge.events import RELOAD_S, ProviderEvents
 from tests.gateway.agent.test_context import Static
 from vault.audit import AuditLog
@@ -75,4 +76,20 @@ async def test_a_read_overlapping_a_local_change_does_not_undo_it(tmp_path: Path
         await side.change("profile", enabled=False, actor="boss", via="chat")
         release.set()
         await loading
+        assert state(side)["profile"] == (False, 50)
+
+
+async def test_a_failed_read_again_keeps_the_last_settings(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with Vault(tmp_path / "v.db") as vault:
+        await migrate(vault)
+        side = events(vault, clock)
+        await side.change("profile", enabled=False, actor="boss", via="chat")
+
+        async def unreadable() -> list[ProviderSetting]:
+            raise VaultError("disk gone")
+
+        side.store.all = unreadable  # type: ignore[method-assign]
+        clock.advance(RELOAD_S * 1000)
+        await side.ensure_loaded()  # no error for the turn: the last settings hold
         assert state(side)["profile"] == (False, 50)
