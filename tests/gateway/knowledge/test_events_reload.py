@@ -5,7 +5,10 @@ change made here is never undone by a read that started before it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from gateway.agent.context import ContextPipeline, Phase
 from gateway.core.clock import ManualClock
@@ -16,6 +19,13 @@ from vault.audit import AuditLog
 from vault.context_settings import ContextSettings, ProviderSetting
 from vault.db import Vault
 from vault.migrations import migrate
+
+
+@pytest.fixture
+async def vault(tmp_path: Path) -> AsyncIterator[Vault]:
+    async with Vault(tmp_path / "v.db") as opened:
+        await migrate(opened)
+        yield opened
 
 
 def events(vault: Vault, clock: ManualClock) -> ProviderEvents:
@@ -35,61 +45,55 @@ def state(side: ProviderEvents) -> dict[str, tuple[bool, int]]:
     return {p.name: (p.enabled, p.priority) for p in side.pipeline.providers()}
 
 
-async def test_another_process_change_applies_within_the_reload_period(tmp_path: Path) -> None:
+async def test_another_process_change_applies_within_the_reload_period(vault: Vault) -> None:
     clock = ManualClock()
-    async with Vault(tmp_path / "v.db") as vault:
-        await migrate(vault)
-        here, there = events(vault, clock), events(vault, clock)
-        await here.listing()  # read here before the change
-        await there.change("profile", enabled=False, actor="boss", via="chat")
-        await there.change("memories", priority=7, actor="boss", via="chat")
-        await here.ensure_loaded()
-        assert state(here)["profile"] == (True, 50)  # read less than RELOAD_S ago
-        clock.advance(RELOAD_S * 1000)
-        await here.ensure_loaded()
-        assert state(here) == {"profile": (False, 50), "memories": (True, 7)}
-        await there.change("memories", priority=50, actor="boss", via="chat")  # the default
-        clock.advance(RELOAD_S * 1000)
-        await here.ensure_loaded()
-        assert state(here)["memories"] == (True, 50)
+    here, there = events(vault, clock), events(vault, clock)
+    await here.listing()  # read here before the change
+    await there.change("profile", enabled=False, actor="boss", via="chat")
+    await there.change("memories", priority=7, actor="boss", via="chat")
+    await here.ensure_loaded()
+    assert state(here)["profile"] == (True, 50)  # read less than RELOAD_S ago
+    clock.advance(RELOAD_S * 1000)
+    await here.ensure_loaded()
+    assert state(here) == {"profile": (False, 50), "memories": (True, 7)}
+    await there.change("memories", priority=50, actor="boss", via="chat")  # the default
+    clock.advance(RELOAD_S * 1000)
+    await here.ensure_loaded()
+    assert state(here)["memories"] == (True, 50)
 
 
-async def test_a_read_overlapping_a_local_change_does_not_undo_it(tmp_path: Path) -> None:
+async def test_a_read_overlapping_a_local_change_does_not_undo_it(vault: Vault) -> None:
     clock = ManualClock()
-    async with Vault(tmp_path / "v.db") as vault:
-        await migrate(vault)
-        side = events(vault, clock)
-        started = asyncio.Event()
-        release = asyncio.Event()
-        read = side.store.all
+    side = events(vault, clock)
+    started = asyncio.Event()
+    release = asyncio.Event()
+    read = side.store.all
 
-        async def slow_read() -> list[ProviderSetting]:
-            rows = await read()  # the settings as they were before the change
-            started.set()
-            await release.wait()
-            return rows
+    async def slow_read() -> list[ProviderSetting]:
+        rows = await read()  # the settings as they were before the change
+        started.set()
+        await release.wait()
+        return rows
 
-        side.store.all = slow_read  # type: ignore[method-assign]
-        loading = asyncio.create_task(side.ensure_loaded())
-        await started.wait()
-        side.store.all = read  # type: ignore[method-assign]
-        await side.change("profile", enabled=False, actor="boss", via="chat")
-        release.set()
-        await loading
-        assert state(side)["profile"] == (False, 50)
+    side.store.all = slow_read  # type: ignore[method-assign]
+    loading = asyncio.create_task(side.ensure_loaded())
+    await started.wait()
+    side.store.all = read  # type: ignore[method-assign]
+    await side.change("profile", enabled=False, actor="boss", via="chat")
+    release.set()
+    await loading
+    assert state(side)["profile"] == (False, 50)
 
 
-async def test_a_failed_read_again_keeps_the_last_settings(tmp_path: Path) -> None:
+async def test_a_failed_read_again_keeps_the_last_settings(vault: Vault) -> None:
     clock = ManualClock()
-    async with Vault(tmp_path / "v.db") as vault:
-        await migrate(vault)
-        side = events(vault, clock)
-        await side.change("profile", enabled=False, actor="boss", via="chat")
+    side = events(vault, clock)
+    await side.change("profile", enabled=False, actor="boss", via="chat")
 
-        async def unreadable() -> list[ProviderSetting]:
-            raise VaultError("disk gone")
+    async def unreadable() -> list[ProviderSetting]:
+        raise VaultError("disk gone")
 
-        side.store.all = unreadable  # type: ignore[method-assign]
-        clock.advance(RELOAD_S * 1000)
-        await side.ensure_loaded()  # no error for the turn: the last settings hold
-        assert state(side)["profile"] == (False, 50)
+    side.store.all = unreadable  # type: ignore[method-assign]
+    clock.advance(RELOAD_S * 1000)
+    await side.ensure_loaded()  # no error for the turn: the last settings hold
+    assert state(side)["profile"] == (False, 50)
