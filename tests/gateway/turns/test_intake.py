@@ -19,7 +19,10 @@ from gateway.core.llm import LLMRequest, LLMResponse
 from gateway.core.messages import Inbound, RejectedInbound
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
-from vault.intake import IntakeStore
+from vault.db import Vault
+from vault.intake import IntakeStore, admit_in
+from vault.migrations import MIGRATIONS, migrate
+from vault.schema_intake import INTAKE
 
 HOUR_MS = 3_600_000
 
@@ -176,3 +179,24 @@ async def test_a_redelivery_of_a_waiting_message_is_absorbed_at_intake(
 
 def vars_of(message: Inbound) -> dict[str, object]:
     return {name: getattr(message, name) for name in Inbound.__dataclass_fields__}
+
+
+async def test_a_message_saved_before_a_schema_migration_is_replayed_after_it(
+    tmp_path: Path,
+) -> None:
+    """Saved by a version whose vault had just the intake (the first migrations); the next
+    start migrates the vault all the way, then answers the message once."""
+    up_to_intake = MIGRATIONS[: MIGRATIONS.index(INTAKE) + 1]
+    config = cfg(tmp_path)
+    async with Vault(config.settings.vault.path) as vault:
+        assert await migrate(vault, up_to_intake) == [m.name for m in up_to_intake]
+        await vault.run(lambda raw: admit_in(raw, [inbound("saved long ago", message_id="m1")], 0))
+    channel, llm = MemoryChannel(), FakeLLM("answered after the upgrade")
+    async with app_with(config, channel, llm) as app:
+        assert await app.vault.user_version() == len(MIGRATIONS)
+        await serve_until(app, channel)
+        await app.vault.idle()
+        assert await IntakeStore(app.vault).counts() == {}
+    assert channel.texts() == ["answered after the upgrade"]
+    (request,) = llm.requests
+    assert "saved long ago" in repr(request.messages[-1])  # the model was asked this message
