@@ -20,6 +20,7 @@ from gateway.core.ports import Clock
 from gateway.features.contributions import AdminSub
 from gateway.limits.budgets import Budgets
 from gateway.limits.meters import Meter
+from gateway.limits.notices import dollars
 from gateway.limits.windows import iso_local, local_date, utc_day_window, zone_of
 from gateway.turns.commands import CommandCall
 from vault.conversations import Conversations
@@ -120,7 +121,7 @@ def _line(item: dict[str, Any]) -> str:
     unit = item["unit"]
 
     def show(value: float | int) -> str:
-        return f"{value:,}" if unit == "tokens" else f"${value:,.2f}"
+        return f"{value:,}" if unit == "tokens" else dollars(value)
 
     cap = "no limit" if item["cap"] is None else f"of {show(item['cap'])}"
     reserved = f" (+{show(item['reserved'])} in flight)" if item["reserved"] else ""
@@ -145,7 +146,7 @@ def render(report: JSON) -> str:
             lines.append("Nobody has spent anything on their current day.")
         for row in top:
             lines.append(
-                f"• {row['user']} on {row['day']}: ${row['usd']:,.2f}, {row['tokens']:,} tokens, "
-                f"{row['calls']} calls, {row['refusals']} refused"
+                f"• {row['user']} on {row['day']}: {dollars(row['usd'])}, "
+                f"{row['tokens']:,} tokens, {row['calls']} calls, {row['refusals']} refused"
             )
     return "\n".join(lines)

@@ -27,7 +27,15 @@ _OVER = {
 
 
 def usd(micros: int) -> str:
-    return f"${micros / 1_000_000:,.2f}"
+    return dollars(micros / 1_000_000)
+
+
+def dollars(value: float) -> str:
+    """To the cent; an amount under a cent to the hundredth of one (a tiny cap or spend must
+    not read as $0.00)."""
+    if 0 < abs(value) < 0.01:
+        return f"${value:.4f}"
+    return f"${value:,.2f}"
 
 
 def amount(meter: Meter, value: int) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.core.llm import LLMMessage, LLMRequest, ToolCall, ToolResult, ToolSpec
+from gateway.limits.notices import usd
 from gateway.limits.prices import PriceTable, estimate, input_bound, usage_cost
 from gateway.limits.settings import DEFAULT_PRICES, ModelPrice
 from tests.fakes import FakeAnthropicAPI, message_body
@@ -65,3 +68,11 @@ async def test_the_adapter_reports_cache_reads_and_writes() -> None:
         request = LLMRequest(system_stable="s", messages=(LLMMessage.user("hi"),))
         response = await llm.complete(request)
     assert (response.cache_read_tokens, response.cache_write_tokens) == (700, 300)
+
+
+@pytest.mark.parametrize(
+    ("micros", "shown"),
+    [(0, "$0.00"), (100, "$0.0001"), (9_999, "$0.0100"), (10_000, "$0.01"), (5_000_000, "$5.00")],
+)
+def test_amounts_under_a_cent_do_not_read_as_zero(micros: int, shown: str) -> None:
+    assert usd(micros) == shown
