@@ -14,52 +14,34 @@ is an alarm: logged once when it starts and once when it ends, and health is not
 poll succeeds again (the supervisor's backoff keeps it from being a tight loop). Every Bot API
 error is mapped into our tree by `errors.py` in this package.
 
-Sending splits on the UTF-16 budget before formatting, sends HTML, and resends a chunk as
-plain text when Telegram cannot parse it. A multi-chunk reply remembers how far it got, so a
-retry after a rate limit continues instead of repeating the first chunks. An `Outbound`'s
-buttons become an inline keyboard under its last chunk; a press (a callback query) is saved
-like a message, as the command its payload names, then answered with a short acknowledgement
-that says nothing about the outcome (the command's answer is an ordinary message, and a user
-who is not allowed gets what typing the command would get them).
-
-Connections: replies and typing indicators never compete. Replies have a pool sized for every
-send that can run at once (`send_connections`: the router's turns plus the background
-resend), behind a gate of our own of the same size, so httpx never queues a request — a
-request cancelled or timed out while queued in httpcore 1.0.9's pool can keep its connection
-slot for good (encode/httpcore#1093), which is how a pool ends up full with nothing in
-flight. A send that waits too long at our gate was not sent: `DeliveryTransient`. Typing
-indicators go through a second, small pool with short timeouts; when its budget is spent an
-indicator is skipped, and a caller that stops waiting does not cancel the request: it ends
-within its own timeouts and gives its connection back.
-
-Size: a little over 400 lines; receiving, sending and the two connection pools share the
-bot, its gates and its health, and splitting them would pass all of that around.
+Sending (replies in chunks, the connection gates, typing indicators) is `sender.py`'s; this
+class builds the bots and their three HTTP pools (sends, polling, typing) and delegates. A
+button press (a callback query) is saved like a message, as the command its payload names,
+then answered with a short acknowledgement that says nothing about the outcome (the command's
+answer is an ordinary message, and a user who is not allowed gets what typing the command
+would get them). An update python-telegram-bot itself cannot read is `unreadable.py`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
-from telegram import Bot, BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
-from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, InvalidToken
+from telegram import Bot, BotCommand, Update
+from telegram.error import InvalidToken
 from telegram.request import HTTPXRequest
 
-from channels.common import ChunkProgress
 from gateway.core.clock import wall_ms
 from gateway.core.errors import (
     ChannelConflict,
     ChannelUnavailable,
-    DeliveryTransient,
     FatalChannelError,
     VaultError,
 )
@@ -76,8 +58,9 @@ from gateway.core.messages import (
 )
 from gateway.core.ports import InboundHandler, WebRoute
 
-from .errors import best_effort, cannot_parse_entities, map_link_errors, map_send_errors
-from .events import CHANNEL, BotIdentity, keyboard, reply_chunks, update_to_inbound
+from .errors import best_effort, map_link_errors
+from .events import CHANNEL, BotIdentity, update_to_inbound
+from .sender import SEND_WAIT_S, TYPING_CONNECTIONS, TYPING_TIMEOUT_S, Sender
 from .unreadable import (
     PARSE_ERRORS,
     UnreadableBatch,
@@ -94,13 +77,8 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
-# Longest a send waits for one of its connections; past it the message was not sent.
-SEND_WAIT_S = 10.0
 # Connections beyond the sends' own for the few link calls (getMe, setWebhook, setMyCommands).
 LINK_CONNECTIONS = 2
-# Typing indicators: their own small pool, short timeouts.
-TYPING_CONNECTIONS = 8
-TYPING_TIMEOUT_S = 5.0
 ALLOWED_UPDATES = ("message", "callback_query")
 # The acknowledgement of a button press (the outcome follows as a message).
 PRESSED = "Got it."
@@ -140,9 +118,6 @@ class TelegramChannel:
             ),
         )
         send, poll, typing = self._requests
-        self._send_gate = asyncio.Semaphore(send_connections)
-        self._typing_gate = asyncio.Semaphore(TYPING_CONNECTIONS)
-        self._typing_tasks: set[asyncio.Task[None]] = set()
         try:
             self._bot = Bot(token, base_url=base_url, request=send, get_updates_request=poll)
             # Only ever asked for sendChatAction; never initialized (no getMe of its own).
@@ -151,6 +126,7 @@ class TelegramChannel:
             )
         except InvalidToken as exc:
             raise FatalChannelError("TELEGRAM_BOT_TOKEN is empty or malformed") from exc
+        self._sender = Sender(self._bot, self._typing_bot, send_connections)
         self._mode = mode
         self._webhook_url = webhook_url
         self._webhook_path = webhook_path
@@ -161,7 +137,6 @@ class TelegramChannel:
         self._me: BotIdentity | None = None
         self._handler: InboundHandler | None = None
         self._offset: int | None = None
-        self._progress = ChunkProgress()
         self._connected = False
         self._last_inbound_ms: int | None = None
         self._last_ok_ms: int | None = None
@@ -180,11 +155,7 @@ class TelegramChannel:
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        typing = set(self._typing_tasks)
-        for task in typing:
-            task.cancel()
-        if typing:
-            await asyncio.wait(typing)
+        await self._sender.close()
         await self._bot.shutdown()
         for request in self._requests:  # also those of a bot that never initialized
             await request.shutdown()
@@ -391,101 +362,10 @@ class TelegramChannel:
             with best_effort("answerCallbackQuery"):
                 await self._typing_bot.answer_callback_query(query.id, text=PRESSED)
 
-    # --- sending -------------------------------------------------------------------------
+    # --- sending (`sender.py`) ----------------------------------------------------------
 
     async def send(self, out: Outbound) -> SentReceipt:
-        chunks = reply_chunks(out.text)
-        sent = self._progress.sent(out.idempotency_key)
-        for index in range(len(sent), len(chunks)):
-            html, plain = chunks[index]
-            message = await self._send_chunk(
-                out, html, plain, first=index == 0, last=index == len(chunks) - 1
-            )
-            sent.append(str(message.message_id))
-        self._progress.done(out.idempotency_key)
-        return SentReceipt(platform_message_ids=tuple(sent))
-
-    async def _send_chunk(
-        self, out: Outbound, html: str, plain: str, *, first: bool, last: bool
-    ) -> Message:
-        chat_id = out.chat.chat_id
-        thread = int(out.chat.thread_id) if out.chat.thread_id else None
-        reply = None
-        if first and out.reply_to and chat_id.startswith("-") and out.reply_to.isdigit():
-            # Quote the question in groups only; in a DM the context is obvious.
-            reply = ReplyParameters(int(out.reply_to), allow_sending_without_reply=True)
-        markup = keyboard(out.buttons) if last else None
-        with map_send_errors():
-            async with self._send_connection():
-                return await self._send_html_or_plain(chat_id, html, plain, thread, reply, markup)
-
-    async def _send_html_or_plain(
-        self,
-        chat_id: str,
-        html: str,
-        plain: str,
-        thread: int | None,
-        reply: ReplyParameters | None,
-        markup: InlineKeyboardMarkup | None,
-    ) -> Message:
-        try:
-            return await self._bot.send_message(
-                chat_id,
-                html,
-                parse_mode=ParseMode.HTML,
-                message_thread_id=thread,
-                reply_parameters=reply,
-                reply_markup=markup,
-            )
-        except BadRequest as exc:
-            if not cannot_parse_entities(exc):
-                raise
-            log.warning("telegram: HTML rejected (%s); resending as plain text", exc.message)
-            return await self._bot.send_message(
-                chat_id,
-                plain,
-                message_thread_id=thread,
-                reply_parameters=reply,
-                reply_markup=markup,
-            )
-
-    @contextlib.asynccontextmanager
-    async def _send_connection(self) -> AsyncIterator[None]:
-        """One of the sends' connections, or `DeliveryTransient` (nothing was sent)."""
-        try:
-            async with asyncio.timeout(SEND_WAIT_S):
-                await self._send_gate.acquire()
-        except TimeoutError as exc:
-            raise DeliveryTransient(
-                f"telegram: no free connection within {SEND_WAIT_S:.0f} s; not sent"
-            ) from exc
-        try:
-            yield
-        finally:
-            self._send_gate.release()
+        return await self._sender.send(out)
 
     async def typing(self, chat: ChatRef) -> None:
-        """Best effort: skipped while every typing connection is busy. The request runs in a
-        task of its own that the caller's cancellation does not reach (`shield`)."""
-        if self._typing_gate.locked():
-            return
-        await self._typing_gate.acquire()  # free now: returns at once
-        task = asyncio.create_task(self._chat_action(chat), name="telegram typing")
-        self._typing_tasks.add(task)
-        task.add_done_callback(self._typing_done)
-        await asyncio.shield(task)
-
-    async def _chat_action(self, chat: ChatRef) -> None:
-        try:
-            thread = int(chat.thread_id) if chat.thread_id else None
-            with map_send_errors():
-                await self._typing_bot.send_chat_action(
-                    chat.chat_id, ChatAction.TYPING, message_thread_id=thread
-                )
-        finally:
-            self._typing_gate.release()
-
-    def _typing_done(self, task: asyncio.Task[None]) -> None:
-        self._typing_tasks.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved here too: its caller may have stopped waiting
+        await self._sender.typing(chat)

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-import channels.telegram.channel as telegram_channel
-from channels.telegram.channel import TYPING_CONNECTIONS, TelegramChannel
+import channels.telegram.sender as telegram_sender
+from channels.telegram.channel import TelegramChannel
+from channels.telegram.sender import TYPING_CONNECTIONS
 from gateway.core.errors import DeliveryTransient
 from gateway.core.messages import ChatRef, Outbound
 
@@ -124,7 +125,7 @@ async def test_a_send_that_finds_no_free_connection_was_not_sent(
     api: tuple[SlowBotAPI, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake, base = api
-    monkeypatch.setattr(telegram_channel, "SEND_WAIT_S", 0.0)  # give up at once, no waiting
+    monkeypatch.setattr(telegram_sender, "SEND_WAIT_S", 0.0)  # give up at once, no waiting
     async with TelegramChannel(token=TOKEN, base_url=base, send_connections=1) as tg:
         fake.sends_open.clear()
         first = asyncio.create_task(tg.send(reply("first")))
