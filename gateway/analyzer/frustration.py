@@ -42,11 +42,15 @@ def rx(pattern: str) -> re.Pattern[str]:
 
 
 # Start of a clause, plus interjections people put in front of a complaint.
+# Linear in a message of blank lines or repeated punctuation (one such message once cost
+# minutes of the event loop): a clause starts after the last of a run of delimiters (each
+# earlier one looks ahead only to the next), and whitespace is taken possessively (`*+`,
+# `++`: what follows starts with a letter, so giving some back never helps a match).
 _LEAD = (
-    r"(?:^|[.!?;:\n]\s*|,\s*|\s[-—–]\s*)"
+    r"(?:^|[.!?;:\n](?![^\S\n]*[.!?;:\n])\s*+|,\s*+|\s[-—–]\s*+)"
     r"(?:(?:no+|nope|ugh+|argh+|sigh|ok(?:ay)?|oh|just|please|pls|god|man|look|listen|seriously"
     r"|stop|dude|come on|hey|again|honestly|nein|non|mais|bueno|pues|nee|well|so|bon|bah|ben|ach"
-    r"|na|tja|mano|cara|vale|dai|allora|nou|dobra|ну)[,!.]*\s+)*"
+    r"|na|tja|mano|cara|vale|dai|allora|nou|dobra|ну)[,!.]*\s++)*"
 )
 _CLAUSE_PHRASES = (
     # "forget it / that / this" must end its clause ("forget that fabric" is about the work).

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+# The text excludes "[" too: from each "[" of a long run the search would rescan the rest.
+_LINK = re.compile(r"\[([^\[\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC = re.compile(r"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])")
 _CODE = re.compile(r"`([^`\n]+)`")

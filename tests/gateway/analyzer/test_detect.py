@@ -439,7 +439,11 @@ def test_complaint_similarity_counts_only_in_the_users_own_voice() -> None:
 @pytest.mark.parametrize(
     "text",
     ["", "   \n\t ", "👍🎉🔥", "😡😡😡", "x" * 100_000, ("word " * 20_000),
-     "Привет, can you help mit meinem 京都 trip? 🙏"],
+     "Привет, can you help mit meinem 京都 trip? 🙏",
+     # Long runs of blank lines, spaces or punctuation: each once made a rule backtrack for
+     # seconds to minutes (now linear; figures in the commit that fixed them).
+     "\n" * 7999 + "x", " " * 7990 + "he said", "\n " * 4000 + "x", "\r\n" * 4000 + "x",
+     ". " * 4000, "[" * 7999],
 )  # fmt: skip
 def test_bad_input_is_judged_without_error(text: str) -> None:
     for kwargs in ({}, {"vector": TAXES, "recent_vectors": [BREAD, BREAD]}):

@@ -94,6 +94,14 @@ def test_a_speakers_label_opens_reported_speech(text: str, own: str) -> None:
         "The problem: you keep forgetting what I said, start over.",
         "Listen: you are wrong, reset everything.",
         "Honestly - you're confused, let's start over.",
+        # Someone addressing the assistant, or the user's or the assistant's own messages:
+        "My friend - you are wrong again, you keep forgetting what I said.",
+        "My message: you ignored it again, you keep forgetting what I said.",
+        "That reply – no, you are wrong again, start over.",
+        "This answer from you: completely wrong, you keep forgetting my question.",
+        "The user: that's me, and you keep forgetting what I said.",
+        "A teacher: you said I was one, you are confused again.",
+        "Il mio messaggio: l'hai ignorato di nuovo, sei confuso.",
     ],
 )
 def test_a_colon_alone_is_not_a_label(text: str) -> None:
