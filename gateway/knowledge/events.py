@@ -37,7 +37,10 @@ class ProviderEvents:
         self.clock = clock
         self._loaded_ms: int | None = None
         self._unknown: set[str] = set()  # stored names not running here, warned about once
-        self._changes = 0  # changes made here: a read that overlapped one is not applied
+        # Changes made here, and those not yet stored: a read that overlapped one is not
+        # applied (it may hold the row as it was before).
+        self._changes = 0
+        self._storing = 0
 
     async def ensure_loaded(self) -> None:
         """Apply the stored settings, if they were not read in the last `RELOAD_S`."""
@@ -53,7 +56,7 @@ class ProviderEvents:
             log.warning("context provider settings not read again; keeping the last ones")
             self._loaded_ms = now_ms  # try again a period later
             return
-        if changes != self._changes:
+        if changes != self._changes or self._storing:
             return  # read before a change made here meanwhile: the next call reads again
         defaults = {p.name: p.default_priority for p in self.pipeline.providers()}
         for setting in stored:
@@ -97,12 +100,16 @@ class ProviderEvents:
             raise
         info = self.pipeline.configure(name, enabled=enabled, priority=priority)
         self._changes += 1
+        self._storing += 1
         custom = info.priority if info.priority != info.default_priority else None
-        await self.store.put(
-            ProviderSetting(name=name, enabled=info.enabled, priority=custom),
-            actor=actor,
-            now_ms=self.clock.now_ms(),
-        )
+        try:
+            await self.store.put(
+                ProviderSetting(name=name, enabled=info.enabled, priority=custom),
+                actor=actor,
+                now_ms=self.clock.now_ms(),
+            )
+        finally:
+            self._storing -= 1
         if audited:
             await self._audit(actor, via, verb, args, Outcome.OK, describe(info))
         return info

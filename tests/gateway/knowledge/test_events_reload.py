@@ -97,3 +97,27 @@ async def test_a_failed_read_again_keeps_the_last_settings(vault: Vault) -> None
     clock.advance(RELOAD_S * 1000)
     await side.ensure_loaded()  # no error for the turn: the last settings hold
     assert state(side)["profile"] == (False, 50)
+
+
+async def test_a_read_during_a_change_being_stored_does_not_undo_it(vault: Vault) -> None:
+    """The change is made here, its row not yet written when a turn reads the settings."""
+    clock = ManualClock()
+    side = events(vault, clock)
+    await side.change("profile", priority=60, actor="boss", via="chat")
+    storing, written = asyncio.Event(), asyncio.Event()
+    put = side.store.put
+
+    async def slow_put(setting: ProviderSetting, *, actor: str, now_ms: int) -> None:
+        storing.set()
+        await written.wait()
+        await put(setting, actor=actor, now_ms=now_ms)
+
+    side.store.put = slow_put  # type: ignore[method-assign]
+    clock.advance(RELOAD_S * 1000)
+    changing = asyncio.create_task(side.change("profile", enabled=False, actor="b", via="chat"))
+    await storing.wait()
+    clock.advance(RELOAD_S * 1000)
+    await side.ensure_loaded()  # reads the row as it was: (on, 60)
+    written.set()
+    await changing
+    assert state(side)["profile"] == (False, 60)
