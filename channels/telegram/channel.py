@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Self
 
 from telegram import Bot, BotCommand, Update
-from telegram.error import InvalidToken
+from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
 from gateway.core.clock import wall_ms
@@ -62,7 +62,6 @@ from .errors import best_effort, map_link_errors
 from .events import CHANNEL, BotIdentity, update_to_inbound
 from .sender import SEND_WAIT_S, TYPING_CONNECTIONS, TYPING_TIMEOUT_S, Sender
 from .unreadable import (
-    PARSE_ERRORS,
     UnreadableBatch,
     fetch_raw,
     hide_raw_batches,
@@ -277,7 +276,9 @@ class TelegramChannel:
                     timeout=timedelta(seconds=self._poll_timeout_s),
                     allowed_updates=ALLOWED_UPDATES,
                 )
-            except PARSE_ERRORS as exc:
+            except TelegramError:
+                raise  # the link's errors: mapped by map_link_errors
+            except Exception as exc:  # the library could not read what Telegram sent
                 raise UnreadableBatch from exc
 
     async def _read_one_by_one(self, on_inbound: InboundHandler, me: BotIdentity) -> None:
@@ -292,11 +293,12 @@ class TelegramChannel:
         if offset is None:
             raise ChannelUnavailable("telegram getUpdates: a batch without update ids")
         updates = [u for u in items if isinstance(u, Update)]
-        log.warning(
-            "telegram: %d of %d updates could not be read; kept as rejected",
-            len(items) - len(updates),
-            len(items),
-        )
+        if len(updates) < len(items):
+            log.warning(
+                "telegram: %d of %d updates could not be read; kept as rejected",
+                len(items) - len(updates),
+                len(items),
+            )
         await self._save(
             [self._translate(u, me) if isinstance(u, Update) else u for u in items], on_inbound
         )
@@ -344,7 +346,7 @@ class TelegramChannel:
         try:
             update = Update.de_json(body, self._bot)
             item = self._translate(update, me)
-        except PARSE_ERRORS as exc:  # kept as rejected and confirmed: Telegram stops resending
+        except Exception as exc:  # kept as rejected and confirmed: Telegram stops resending
             item = rejected(body, exc)
             log.warning("telegram: an update could not be read; kept as rejected")
         self._last_ok_ms = self._now_ms()

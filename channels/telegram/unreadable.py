@@ -1,17 +1,19 @@
 """Updates python-telegram-bot cannot read: kept as rejected, confirmed, never fetched again.
 
 `Bot.get_updates` turns the whole batch into `Update` objects at once; one update it cannot
-read (a field it requires missing, a shape of a newer Bot API) fails the batch with a plain
-`KeyError` or `TypeError`, so the offset would never move past it and every later message
-would wait behind it. On such a failure the channel fetches the same batch again as JSON
-(`fetch_raw`) and reads it update by update (`read_each`): what reads is handed over as
-usual, what does not becomes a `RejectedInbound` with its reason and raw JSON, and the next
-poll confirms them all. The library logs the raw batch, the users' texts included, at
-CRITICAL when it fails; `HideRawBatch` keeps that line out of our logs (ours names the count).
+read (a field it requires missing, a shape of a newer Bot API, a date out of range) fails the
+batch — with a `KeyError`, a `TypeError`, an `OverflowError`…: anything but a `TelegramError`
+counts — so the offset would never move past it and every later message would wait behind
+it. On such a failure the channel fetches the same batch again as JSON (`fetch_raw`) and reads
+it update by update (`read_each`): what reads is handed over as usual, what does not becomes a
+`RejectedInbound` with its reason and raw JSON, and the next poll confirms them all. The
+library logs the raw batch, the users' texts included, at CRITICAL when it fails;
+`HideRawBatch` keeps that line out of our logs (ours names the count).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -25,8 +27,6 @@ from .events import CHANNEL
 
 log = logging.getLogger(__name__)
 
-# What `Update.de_json` raises on JSON of a shape it does not know.
-PARSE_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
 RAW_LIMIT = 4000  # characters of an update's JSON kept with its rejection
 
 
@@ -77,7 +77,7 @@ def read_each(
             last = update_id if last is None else max(last, update_id)
         try:
             read.append(Update.de_json(item, bot))
-        except PARSE_ERRORS as exc:
+        except Exception as exc:  # whatever the library raises on a shape it cannot read
             read.append(rejected(item, exc))
     return read, None if last is None else last + 1
 
@@ -85,12 +85,14 @@ def read_each(
 def rejected(item: Any, exc: BaseException) -> RejectedInbound:
     update_id = item.get("update_id") if isinstance(item, dict) else None
     try:
-        text = json.dumps(item)
+        text = json.dumps(item, sort_keys=True)
     except (TypeError, ValueError):
         text = repr(item)
+    # Without an id of its own, the update's JSON names it (two such updates stay two).
+    name = update_id if isinstance(update_id, int) else hashlib.sha256(text.encode()).hexdigest()
     return RejectedInbound(
         channel=CHANNEL,
-        key=f"telegram:update:{update_id}",
+        key=f"telegram:update:{name}",
         reason=f"unreadable update ({type(exc).__name__})",
         raw=text[:RAW_LIMIT],
     )

@@ -358,3 +358,23 @@ async def test_a_press_that_cannot_be_saved_is_not_answered(
     with pytest.raises(ChannelUnavailable):
         await tg.run(inbox)
     assert api.answers == []  # Telegram redelivers it; answered once it is saved
+
+
+async def test_an_update_with_a_date_out_of_range_is_rejected_too(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    """Not every unreadable update is a KeyError: a date past datetime's range overflows."""
+    inbox = Inbox()
+    broken = message_update("from the far future")
+    broken["message"]["date"] = 10**20
+    fine = message_update("fine")
+    api.queue_updates(broken, fine)
+    api.queue_updates(broken, fine)
+    task = asyncio.create_task(tg.run(inbox))
+    try:
+        assert [i.text for i in await inbox.wait(1)] == ["fine"]
+        assert [r.key for r in inbox.rejected] == [f"telegram:update:{broken['update_id']}"]
+        assert "OverflowError" in inbox.rejected[0].reason
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
