@@ -120,8 +120,11 @@ class Confirmer:
         except OverBudget:  # the turn's own call is refused the same way, with the notice
             log.info("analyzer confirmation refused: over budget")
             return None
-        except Exception:  # anything else fails closed too: no tip, the rest goes on
-            log.exception("analyzer confirmation failed unexpectedly")
+        except Exception as exc:  # anything else fails closed too: no tip, the rest goes on
+            # The type only at warning level: a client's message may quote the request (the
+            # user's text); the traceback at debug.
+            log.warning("analyzer confirmation failed unexpectedly: %s", type(exc).__name__)
+            log.debug("analyzer confirmation failure", exc_info=True)
             return None
         verdict = parse_verdict(response)
         if verdict is None:

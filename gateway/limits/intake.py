@@ -15,7 +15,7 @@ import logging
 from collections import OrderedDict, deque
 
 from gateway.agent.agent import payer_of
-from gateway.core.errors import OverBudget, UserInputError, VaultError
+from gateway.core.errors import OverBudget, UserInputError
 from gateway.limits.budgets import Budgets
 from gateway.limits.notices import SLOW_DOWN
 from gateway.turns.turn import Next, Step, Turn
@@ -113,7 +113,7 @@ def limits_step(
                             result="model calls refused until the window resets; notice sent",
                             now_ms=turn.now_ms,
                         )
-                    except VaultError:  # the notice matters more than its audit entry
+                    except Exception:  # the notice matters more than its audit entry
                         log.exception("could not audit %s over %s", scope.user.key, exc.limit)
                 raise
             log.info("%s is over %s; saved, not answered", scope.user.key, exc.limit)

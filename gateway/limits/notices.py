@@ -31,10 +31,10 @@ def usd(micros: int) -> str:
 
 
 def dollars(value: float) -> str:
-    """To the cent; an amount under a cent to the hundredth of one (a tiny cap or spend must
-    not read as $0.00)."""
+    """To the cent; an amount under a cent to its first significant digits, down to the
+    micro-dollar the meters count in (a tiny cap or spend must not read as $0.00)."""
     if 0 < abs(value) < 0.01:
-        return f"${value:.4f}"
+        return "$" + f"{value:.6f}".rstrip("0")
     return f"${value:,.2f}"
 
 

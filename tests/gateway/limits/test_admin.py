@@ -61,7 +61,7 @@ async def admin(app: App, args: str) -> str:
 async def test_admin_budget_of_a_user_and_of_everyone(app: App) -> None:
     text = await admin(app, "memory:u1")
     assert text.splitlines()[0] == "Budget of memory:u1 (UTC):"
-    assert "• user_usd_per_day 2026-01-05: $0.0015 spent of $0.0010" in text
+    assert "• user_usd_per_day 2026-01-05: $0.0015 spent of $0.001" in text
     everyone = await admin(app, "")
     assert "memory:u1 on 2026-01-05: $0.0015, 1,500 tokens, 1 calls, 1 refused" in everyone
     assert "Usage:" in await admin(app, "not-a-key")

@@ -74,7 +74,7 @@ async def test_one_notice_per_day_then_silence_until_local_midnight_after_spring
         assert (await chat.say(f"/tz {NY}") or "").startswith("Time zone set")
         assert await chat.say("first question") == "ok"  # the call that takes it over the cap
         notice = await chat.say("second question")
-        assert notice is not None and "today's budget of $0.0010." in notice
+        assert notice is not None and "today's budget of $0.001." in notice
         assert "00:00 on Mon 9 Mar (America/New_York)" in notice
         assert "saved" in notice
         assert await chat.say("third question") is None  # told once per window

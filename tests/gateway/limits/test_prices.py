@@ -72,7 +72,14 @@ async def test_the_adapter_reports_cache_reads_and_writes() -> None:
 
 @pytest.mark.parametrize(
     ("micros", "shown"),
-    [(0, "$0.00"), (100, "$0.0001"), (9_999, "$0.0100"), (10_000, "$0.01"), (5_000_000, "$5.00")],
+    [
+        (0, "$0.00"),
+        (40, "$0.00004"),
+        (1_500, "$0.0015"),
+        (9_999, "$0.009999"),
+        (10_000, "$0.01"),
+        (5_000_000, "$5.00"),
+    ],
 )
 def test_amounts_under_a_cent_do_not_read_as_zero(micros: int, shown: str) -> None:
     assert usd(micros) == shown
