@@ -138,7 +138,7 @@ async def _alongside(watcher: ContextWatch, turn: Turn, nxt: Next, hint: Hint) -
             await judging  # short: the state is saved before the turn ends, whatever happened
         finally:
             judging.cancel()  # only if we were cancelled meanwhile
-            await asyncio.wait([judging] if confirming is None else [confirming, judging])
+            await asyncio.wait([t for t in (confirming, judging) if t is not None])
     if confirming is not None and not confirming.cancelled() and confirming.exception() is not None:
         watcher.log_failure(turn, confirming.exception())
     if confirmed:

@@ -138,9 +138,11 @@ class ContextCommands:
             for d in live
             if freshness(given[d.id].injection.content_hash, d.content_hash) is Freshness.CHANGED
         ]
-        held = [policy_of(d.type, d.status) is Policy.SESSION_START for d in changed]
-        pinned = [d.title for d, kept in zip(changed, held, strict=True) if kept]
-        renewed = [d.title for d, kept in zip(changed, held, strict=True) if not kept]
+        pinned: list[str] = []  # kept as given until the next session
+        renewed: list[str] = []
+        for d in changed:
+            held = policy_of(d.type, d.status) is Policy.SESSION_START
+            (pinned if held else renewed).append(d.title)
         head = (
             f"Rescanned: {report.indexed} updated, {report.retired} removed, "
             f"{len(report.skipped)} skipped."
