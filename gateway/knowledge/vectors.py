@@ -83,6 +83,10 @@ class VectorIndex:
         self.documents = [int(r["document"]) for r in rows]
         self.scopes = [r["scope"] for r in rows]
         self._rows_of: dict[int, list[int]] | None = None  # document -> its rows, when asked
+        self._scoped: dict[str, list[int]] = {}  # scope -> its rows (unscoped rows are in none)
+        for i, scope in enumerate(self.scopes):
+            if scope is not None:
+                self._scoped.setdefault(scope, []).append(i)
         self.dim = dim
         blobs = [bytes(r["vector"]) for r in rows if len(r["vector"]) == dim * 4]
         if len(blobs) != len(rows):
@@ -120,20 +124,25 @@ class VectorIndex:
     def search(self, query: bytes, visible: Collection[str], limit: int) -> list[VectorHit]:
         if not self.chunks:
             return []
-        allowed = [i for i, s in enumerate(self.scopes) if s is None or s in visible]
+        hidden = [i for scope, rows in self._scoped.items() if scope not in visible for i in rows]
         if HAVE_NUMPY:
-            q = np.frombuffer(query, dtype="<f4")
-            sims = self._matrix @ q
-            if len(allowed) != len(self.chunks):
-                mask = np.full(len(self.chunks), -2.0, dtype="<f4")
-                mask[allowed] = 0.0
-                sims = sims + mask
-            order = np.argsort(-sims)[:limit]
-            scored = [(int(i), float(sims[i])) for i in order if sims[i] > -1.5]
+            sims = self._matrix @ np.frombuffer(query, dtype="<f4")
+            if hidden:
+                sims[hidden] = -2.0  # below any cosine: never ranked
+            # The best `limit` by a partial sort (a full sort of every chunk costs more than
+            # the product), then in order; equal scores in row order, so results repeat.
+            top = np.arange(len(sims))
+            if limit < len(sims):
+                top = np.argpartition(-sims, limit - 1)[:limit]
+            top = top[np.lexsort((top, -sims[top]))]
+            scored = [(int(i), float(sims[i])) for i in top if sims[i] > -1.5]
         else:
             qv = _floats(query)
+            shut = set(hidden)
             pairs = [
-                (i, sum(a * b for a, b in zip(self._matrix[i], qv, strict=True))) for i in allowed
+                (i, sum(a * b for a, b in zip(self._matrix[i], qv, strict=True)))
+                for i in range(len(self.chunks))
+                if i not in shut
             ]
             pairs.sort(key=lambda p: -p[1])
             scored = pairs[:limit]
