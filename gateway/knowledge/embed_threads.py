@@ -23,8 +23,9 @@ before each engine call from `/proc/stat` (about 30 us to read):
 - now: `procs_running`, the runnable tasks at this instant, counting the caller, must leave a
   core for the second thread once one more task is set aside (on two cores: at most one other
   runs). In a quiet window a task runnable at this instant is a burst, nearly always this
-  process's own: the event loop handing the call over, or the vault's thread reading the index
-  for the same search (hybrid). In the retrieval benchmark's hybrid searches (BLAS already on
+  process's own: the event loop handing the call over, or the vault's thread on other work
+  (hybrid searches read the index at the same time until they were made sequential, the
+  model first, `retrieval.py`). In the retrieval benchmark's hybrid searches then (BLAS on
   one thread, `OTHERS_MAX` still 0.25), requiring none gave two threads on 118 of 301 calls
   (p50 55 ms, p99 81); setting one aside, on 284 of 301 (p50 35 ms, p99 55). Any task may be
   the one set aside while the window is recent (`FRESH_S`). The first calls after a quiet

@@ -14,7 +14,6 @@ and blends their vectors, each message embedded alone (`Retriever.query_vector`)
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -130,11 +129,12 @@ class Retriever:
             return (await self.lexical(words, visible))[:k]
         if mode is Mode.SEMANTIC:
             return (await self.semantic(text, visible, earlier=earlier))[:k]
-        # Both at once: the index is read on the vault's reader thread while the model embeds
-        # the message on its own, so a hybrid search costs about the slower of the two.
-        lexical, semantic = await asyncio.gather(
-            self.lexical(words, visible), self.semantic(text, visible, earlier=earlier)
-        )
+        # One after the other, the model first. Run at once, the vault's reader thread takes
+        # a core from the model's second thread, which then waits for it at every barrier:
+        # with the two interleaved query by query on 2,000 documents (two runs of 600 each)
+        # at once gave p90 51-57 / p99 69-76 ms, in turn 46-50 / 59-64 ms (p50 the same).
+        semantic = await self.semantic(text, visible, earlier=earlier)
+        lexical = await self.lexical(words, visible)
         return self._fuse(lexical, semantic)[:k]
 
     async def lexical(self, text: str, visible: Collection[str]) -> list[Hit]:
