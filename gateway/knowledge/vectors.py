@@ -130,11 +130,13 @@ class VectorIndex:
             if hidden:
                 sims[hidden] = -2.0  # below any cosine: never ranked
             # The best `limit` by a partial sort (a full sort of every chunk costs more than
-            # the product), then in order; equal scores in row order, so results repeat.
+            # the product): every row scoring at least the limit-th score, sorted, equal
+            # scores in row order, then cut.
             top = np.arange(len(sims))
-            if limit < len(sims):
-                top = np.argpartition(-sims, limit - 1)[:limit]
-            top = top[np.lexsort((top, -sims[top]))]
+            if 0 < limit < len(sims):
+                least = sims[np.argpartition(-sims, limit - 1)[limit - 1]]
+                top = np.flatnonzero(sims >= least)
+            top = top[np.lexsort((top, -sims[top]))][: max(limit, 0)]
             scored = [(int(i), float(sims[i])) for i in top if sims[i] > -1.5]
         else:
             qv = _floats(query)

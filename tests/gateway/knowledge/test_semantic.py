@@ -160,6 +160,27 @@ def test_closest_is_each_documents_best_chunk(numpy: bool, monkeypatch: pytest.M
     assert index.closest(x, [20]).keys() == {20}
 
 
+@pytest.mark.parametrize("numpy", [True, False])
+def test_search_ranks_the_visible_chunks_best_first(
+    numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "HAVE_NUMPY", numpy and vectors.HAVE_NUMPY)
+    x, xy, y = (packed(unit(v)) for v in ([1.0, 0.0], [1.0, 0.5], [0.0, 1.0]))
+    rows = [
+        {"chunk": 1, "document": 10, "scope": None, "vector": y},
+        {"chunk": 2, "document": 10, "scope": "team/**", "vector": x},  # the best, if visible
+        {"chunk": 3, "document": 20, "scope": None, "vector": xy},
+        {"chunk": 4, "document": 30, "scope": None, "vector": xy},  # ties with chunk 3
+        {"chunk": 5, "document": 40, "scope": "hr/**", "vector": x},
+    ]
+    index = VectorIndex(rows, 2)
+    assert [h.chunk for h in index.search(x, set(), limit=5)] == [3, 4, 1]
+    assert [h.chunk for h in index.search(x, {"team/**"}, limit=2)] == [2, 3]
+    assert [h.chunk for h in index.search(x, {"team/**", "hr/**"}, limit=3)] == [2, 5, 3]
+    assert [h.chunk for h in index.search(x, set(), limit=1)] == [3]
+    assert index.search(x, set(), limit=0) == []
+
+
 async def test_a_query_with_earlier_messages_embeds_each_message_alone(tmp_path: Path) -> None:
     write(tmp_path, "holidays.md", HOLIDAYS)
     write(tmp_path, "failover.md", FAILOVER)
