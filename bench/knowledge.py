@@ -1,12 +1,15 @@
 """Knowledge retrieval: indexing cost, per-turn retrieval latency, and quality on the labelled set.
 
     python -m bench.knowledge [--documents 2000] [--queries 300] [--skip-quality]
-                              [--sporadic 40]
+                              [--sporadic 40] [--interleave 2]
 
 1. Index N generated Markdown documents (~5 KB each, ~10 MB for 2,000): wall time, peak RSS.
 2. Per-turn retrieval over that index, lexical (FTS5 bm25) and — with the `semantic` extra —
    semantic (query embedding by the local model + cosine over every chunk) and hybrid: p50/p99,
-   back to back; with `--sporadic N`, also N of each a second apart, as chat messages come.
+   back to back; with `--sporadic N`, also N of each a second apart, as chat messages come;
+   with `--interleave R`, semantic and hybrid once more, taking turns query by query (R passes
+   over the queries, each search embedding afresh), so that this VM's speed, which drifts
+   within minutes, weighs on both alike: the figure to compare the two modes by.
    Embedding 10 MB of text with the local model takes far longer than this script should
    (its throughput is printed, measured on a sample), so the generated corpus's chunks get
    random unit vectors: a search costs the same whatever the values are.
@@ -147,6 +150,10 @@ async def index_generated(args: argparse.Namespace, work: Path) -> None:
         retriever = Retriever(store, open_local_embedder())
         await warm_up(retriever)
         await turn_latency(retriever, queries)
+        if args.interleave:
+            retriever = Retriever(store, open_local_embedder())
+            await warm_up(retriever)
+            await interleaved(retriever, queries, args.interleave)
         if args.sporadic:
             for mode in (Mode.SEMANTIC, Mode.HYBRID):
                 retriever = Retriever(store, open_local_embedder())
@@ -163,6 +170,28 @@ async def sporadic(retriever: Retriever, queries: list[str], mode: Mode) -> None
         f"p90 {percentile(times, 90):.1f} ms, max {max(times):.1f} ms over {len(times)} "
         f"queries {FRESH_S + 0.1:.1f} s apart{threads(retriever)}"
     )
+
+
+async def interleaved(retriever: Retriever, queries: list[str], rounds: int) -> None:
+    """Semantic and hybrid taking turns on each query (in a seeded random order), the query
+    cache emptied before each search so that each one embeds."""
+    cache = getattr(retriever.embedder, "_queries", {})
+    order = random.Random(7)
+    times: dict[Mode, list[float]] = {Mode.SEMANTIC: [], Mode.HYBRID: []}
+    for query in queries * rounds:
+        modes = list(times)
+        order.shuffle(modes)
+        for mode in modes:
+            cache.clear()
+            started = time.perf_counter()
+            await retriever.search(query, set(), mode=mode)
+            times[mode].append((time.perf_counter() - started) * 1000)
+    for mode, spent in times.items():
+        print(
+            f"interleaved {mode.value:8}: p50 {statistics.median(spent):.1f} ms, "
+            f"p90 {percentile(spent, 90):.1f} ms, p99 {percentile(spent, 99):.1f} ms "
+            f"over {len(spent)} searches"
+        )
 
 
 async def warm_up(retriever: Retriever) -> None:
@@ -298,6 +327,10 @@ async def main() -> None:
     parser.add_argument(
         "--sporadic", type=int, default=0, metavar="N",
         help="also N semantic and N hybrid queries, each after a pause (about a second each)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--interleave", type=int, default=0, metavar="R",
+        help="also semantic and hybrid taking turns query by query, R passes over the queries",
     )  # fmt: skip
     args = parser.parse_args()
     print(f"reference loop: {reference_ms():.0f} ms (python {sys.version.split()[0]})")
