@@ -90,14 +90,33 @@ class SummaryProvider:
         ]
 
 
+# What the model reads in place of a user's message over `[router] max_message_chars`: such a
+# message is saved but not answered, and it must not cost its size on every later turn.
+UNREAD = (
+    "[A message of {length} characters, over the limit of {limit}: it was saved, not read or "
+    "answered, and the user was asked to shorten it.]"
+)
+UNREAD_TOKENS = estimate_tokens(UNREAD.format(length=100_000, limit=10_000))  # about that
+
+
+def unread_stand_in(role: str, text: str, max_chars: int) -> str | None:
+    """What the model reads instead of a user's message over `max_chars` (0: no limit), or
+    None when the message is read as it is."""
+    length = len(text.strip())
+    if role != "user" or not 0 < max_chars < length:
+        return None
+    return UNREAD.format(length=length, limit=max_chars)
+
+
 class HistoryProvider:
     name = "history"
     phase = Phase.PRIOR
     priority = 50
 
-    def __init__(self, conversations: Conversations, limit: int) -> None:
+    def __init__(self, conversations: Conversations, limit: int, max_chars: int = 0) -> None:
         self._conversations = conversations
         self._limit = limit
+        self._max_chars = max_chars  # 0: no limit
 
     async def provide(self, scope: Scope) -> list[ContextItem] | None:
         if self._limit == 0:
@@ -107,17 +126,23 @@ class HistoryProvider:
         )
         n = len(rows)
         # Newer messages are more relevant: the budget drops the oldest first.
-        return [
-            ContextItem(
-                source=self.name,
-                position=Position.HISTORY,
-                content=row.text,
-                role=row.role,
-                tokens=row.tokens or estimate_tokens(row.text),
-                relevance=0.3 + 0.6 * i / n,
+        items = []
+        for i, row in enumerate(rows, start=1):
+            text, tokens = row.text, row.tokens or estimate_tokens(row.text)
+            stand_in = unread_stand_in(row.role, text, self._max_chars)
+            if stand_in is not None:
+                text, tokens = stand_in, estimate_tokens(stand_in)
+            items.append(
+                ContextItem(
+                    source=self.name,
+                    position=Position.HISTORY,
+                    content=text,
+                    role=row.role,
+                    tokens=tokens,
+                    relevance=0.3 + 0.6 * i / n,
+                )
             )
-            for i, row in enumerate(rows, start=1)
-        ]
+        return items
 
 
 class CurrentMessageProvider:

@@ -187,7 +187,9 @@ class App:
                 PersonaProvider(s.context.persona),
                 ProfileProvider(s.proactive.default_timezone),
                 SummaryProvider(),
-                HistoryProvider(self.conversations, s.context.history_messages),
+                HistoryProvider(
+                    self.conversations, s.context.history_messages, s.router.max_message_chars
+                ),
                 CurrentMessageProvider(),
                 MemoryProvider(self.memories, s.context.memories),
             ],
@@ -225,6 +227,7 @@ class App:
                 agent=self.agent,
                 context_budget=s.context.max_tokens,
                 default_timezone=s.proactive.default_timezone,
+                max_message_chars=s.router.max_message_chars,
             ).commands()
         )
         self.stats = Stats(vault=self.vault, usage=self.usage, analyzer=self.analyzer_store)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from gateway.agent.agent import Agent, payer_of
+from gateway.agent.providers import UNREAD_TOKENS, unread_stand_in
 from gateway.core.clock import check_timezone
 from gateway.core.errors import UserInputError
 from gateway.core.llm import LLMMessage
@@ -36,12 +37,14 @@ class CoreCommands:
         agent: Agent,
         context_budget: int,
         default_timezone: str,
+        max_message_chars: int = 0,
     ) -> None:
         self.registry = registry
         self.conversations = conversations
         self.memories = memories
         self.agent = agent
         self.context_budget = context_budget
+        self.max_message_chars = max_message_chars  # longer user messages are not read
         self.default_timezone = default_timezone
 
     def commands(self) -> list[Command]:
@@ -79,8 +82,11 @@ class CoreCommands:
         rows = await self.conversations.history(scope.session_pk, limit=COMPACT_HISTORY_LIMIT)
         if not rows and not scope.summary:
             return "Nothing to compact yet."
+        limit = self.max_message_chars
         history = [
-            LLMMessage.user(r.text) if r.role == "user" else LLMMessage.assistant(r.text)
+            LLMMessage.user(unread_stand_in(r.role, r.text, limit) or r.text)
+            if r.role == "user"
+            else LLMMessage.assistant(r.text)
             for r in rows
         ]
         summary = await self.agent.summarize(scope, history, scope.summary)
@@ -91,7 +97,9 @@ class CoreCommands:
 
     async def status(self, call: CommandCall) -> str:
         scope = call.scope
-        messages, tokens = await self.conversations.session_stats(scope.session_pk)
+        messages, tokens = await self.conversations.session_stats(
+            scope.session_pk, max_chars=self.max_message_chars, unread_tokens=UNREAD_TOKENS
+        )
         summary_tokens = len(scope.summary) // 4 if scope.summary else 0
         memories = await self.memories.count(scope.user_pk)
         model = self.agent.model if self.agent.llm is not None else "none (set ANTHROPIC_API_KEY)"

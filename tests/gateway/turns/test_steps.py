@@ -170,6 +170,19 @@ async def test_empty_and_oversized_messages(
         assert "empty message" in channel.texts()[0]
         assert "too long (11 characters; the limit is 10)" in channel.texts()[1]
         assert await user_texts(app) == ["x" * 11]  # saved, not answered
+        # Later turns do not carry it to the model (nor pay for its size): a stand-in does.
+        await app.router.submit(inbound("y" * 4000))
+        await app.router.submit(inbound("hi there"))
+        (request,) = llm.requests
+        sent = str(request.messages)
+        assert "x" * 11 not in sent and "y" * 20 not in sent
+        assert "A message of 11 characters, over the limit of 10" in sent
+        assert "hi there" in sent
+        await app.router.submit(inbound("/status"))
+        tokens = int(channel.texts()[-1].split("messages, ~")[1].split()[0])
+        assert tokens < 100  # the stand-ins' size, not the messages' (~1,000 tokens)
+        await app.router.submit(inbound("/compact"))
+        assert "y" * 20 not in str(llm.requests[-1].messages)  # the summary's request too
 
 
 async def test_a_turn_cancelled_at_the_drain_deadline_keeps_its_message(
