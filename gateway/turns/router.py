@@ -31,7 +31,12 @@ from enum import StrEnum
 from types import TracebackType
 from typing import Self
 
-from gateway.core.errors import ModelNotConfigured, ModelUnavailable, UserInputError
+from gateway.core.errors import (
+    ModelKeyRejected,
+    ModelNotConfigured,
+    ModelUnavailable,
+    UserInputError,
+)
 from gateway.core.messages import Inbound, OutboundKind
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Clock
@@ -46,6 +51,14 @@ APOLOGY = "Sorry — something went wrong on my side. Your message is saved; ple
 MODEL_DOWN = (
     "Sorry — the model is unavailable right now. Your message is saved; please try again in "
     "a minute."
+)
+KEY_REFUSED = (
+    "Sorry — the model refused this gateway's API key, so I can't answer until an admin "
+    "fixes it. Your message is saved."
+)
+KEY_REFUSED_ADMIN = (
+    " You are an admin: set a valid ANTHROPIC_API_KEY, check it with `iris doctor --online`, "
+    "and restart Iris."
 )
 NO_MODEL = (
     "No model is configured — set ANTHROPIC_API_KEY and restart Iris. Your message is saved, "
@@ -156,6 +169,9 @@ class Router:
         elif isinstance(exc, ModelNotConfigured):
             hint = self._replier.hint_for(turn.inbound.chat.channel)
             await self._answer_error(turn, NO_MODEL.format(help=hint("help")))
+        elif isinstance(exc, ModelKeyRejected):  # logged, and admins told, by ModelHealth
+            admin = KEY_REFUSED_ADMIN if turn.is_admin else ""
+            await self._answer_error(turn, KEY_REFUSED + admin)
         elif isinstance(exc, ModelUnavailable):
             log.warning("model unavailable for %s: %s", turn.inbound.chat.key, exc)
             await self._answer_error(turn, MODEL_DOWN)

@@ -25,7 +25,7 @@ from gateway.core.clock import ManualClock
 from gateway.core.errors import ModelUnavailable
 from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse
 from gateway.core.messages import ChatRef, Outbound, SentReceipt
-from gateway.turns.router import MODEL_DOWN
+from gateway.turns.router import KEY_REFUSED, KEY_REFUSED_ADMIN, MODEL_DOWN
 from tests.conftest import make_config
 from tests.fakes import MemoryChannel, inbound
 from tests.fakes.anthropic_server import AnthropicFaultServer
@@ -186,6 +186,18 @@ async def health(app: App) -> tuple[int, dict[str, Any]]:
         return response.status, await response.json()
 
 
+async def test_an_admin_refused_by_the_model_is_told_how_to_fix_the_key(
+    tmp_path: Path, api: AnthropicFaultServer, channel: MemoryChannel
+) -> None:
+    api.status(401).status(401)
+    config = model_config(tmp_path, api, auth={"admins": ["memory:u1"], "allow": ["memory:*"]})
+    async with real_app(config, channel) as app:
+        await answered(app, "hello", user="u1")
+        await answered(app, "hello", chat="c2", user="u2")
+    assert channel.texts() == [KEY_REFUSED + KEY_REFUSED_ADMIN, KEY_REFUSED]
+    assert "ANTHROPIC_API_KEY" in channel.texts()[0]
+
+
 async def test_a_refused_key_is_a_health_problem_until_a_call_succeeds(
     tmp_path: Path, api: AnthropicFaultServer, channel: MemoryChannel
 ) -> None:
@@ -199,7 +211,7 @@ async def test_a_refused_key_is_a_health_problem_until_a_call_succeeds(
         assert report["problems"] == ["model: API key rejected"]
         await answered(app, "again")  # the key works again: the default answer
         status, report = await health(app)
-    assert channel.texts() == [MODEL_DOWN, "ok"]
+    assert channel.texts() == [KEY_REFUSED, "ok"]
     assert status == 200 and report["problems"] == []
 
 
@@ -228,4 +240,5 @@ async def test_admins_are_told_once_per_episode_in_their_latest_direct_chat(
     assert [o.chat for o in notices] == [ChatRef(channel="memory", chat_id="boss-dm")] * 2
     assert len({o.idempotency_key for o in notices}) == 2
     others = [o.text for o in channel.sent if o.text != KEY_REJECTED_NOTICE]
-    assert others == ["hello boss", MODEL_DOWN, MODEL_DOWN, "back", MODEL_DOWN]
+    # The users are told why, not to try again in a minute: that will not help.
+    assert others == ["hello boss", KEY_REFUSED, KEY_REFUSED, "back", KEY_REFUSED]
