@@ -68,7 +68,7 @@ def _analyzer(settings: AnalyzerSection, embedder: LocalEmbedder | None) -> Anal
     feature filled it."""
     if embedder is None:
         if settings.semantic:
-            log.warning(
+            log.info(
                 "analyzer: the semantic extra is not installed (pip install -e '.[semantic]'); "
                 "topic shifts and complaints are judged by the lexical rules"
             )
