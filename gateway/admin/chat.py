@@ -10,8 +10,10 @@ wired.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from gateway.admin.access import AccessCommands
 from gateway.admin.stats import Stats, render
@@ -32,6 +34,33 @@ def when(ms: int | None) -> str:
     if not ms:
         return "never"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def audited(action: str, args: dict[str, Any]) -> str:
+    """An audit entry's action with its arguments, for people. A chat command's arguments
+    repeat its subcommand, already the action's last word: said once."""
+    typed = args.get("args")
+    if isinstance(typed, str):
+        first, _, rest = typed.strip().partition(" ")
+        if action.split()[-1:] == [first]:
+            args = {**args, "args": rest}
+    return " ".join(filter(None, (action, described(args))))
+
+
+def described(args: dict[str, Any]) -> str:
+    """An audit entry's arguments for people: a command's own words as typed, else `key=value`
+    pairs (JSON values, strings bare unless they hold a space); empty ones left out."""
+    parts = []
+    for key, value in args.items():
+        if value is None or value in ("", [], {}):
+            continue
+        if key == "args" and isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, str) and not any(c.isspace() for c in value):
+            parts.append(f"{key}={value}")
+        else:
+            parts.append(f"{key}={json.dumps(value, ensure_ascii=False, default=str)}")
+    return " ".join(parts)
 
 
 class AdminCommands:
@@ -146,7 +175,7 @@ class AdminCommands:
         if not entries:
             return "The audit log is empty."
         return "Recent admin actions:\n" + "\n".join(
-            f"• {when(e.at_ms)} {e.actor} via {e.via}: {e.action} -> {e.outcome}"
+            f"• {when(e.at_ms)} {e.actor} via {e.via}: {audited(e.action, e.args)} -> {e.outcome}"
             + (f" ({e.result})" if e.result else "")
             for e in entries
         )

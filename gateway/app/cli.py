@@ -102,8 +102,12 @@ async def cmd_analyze(args: argparse.Namespace, config: Config) -> int:
     s = config.settings.analyzer
     try:
         text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        print(f"error: cannot read {args.file}: {reason}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError:
+        print(f"error: cannot read {args.file}: not UTF-8 text", file=sys.stderr)
         return 2
     lines = text.split("\n")
     # The same model selection as a live chat: embeddings when the extra is installed and
@@ -179,7 +183,7 @@ def parse_since(text: str, now_ms: int) -> int:
 
 
 async def cmd_audit(args: argparse.Namespace, config: Config) -> int:
-    from gateway.admin.chat import when
+    from gateway.admin.chat import audited, when
     from gateway.core.clock import SystemClock
     from vault.audit import AuditLog
     from vault.backend import vault_for
@@ -191,7 +195,8 @@ async def cmd_audit(args: argparse.Namespace, config: Config) -> int:
         entries = await AuditLog(vault).recent(since_ms=since, limit=args.limit)
     for e in reversed(entries):
         result = f" ({e.result})" if e.result else ""
-        print(f"{when(e.at_ms)}  {e.actor} via {e.via}: {e.action} {e.args} -> {e.outcome}{result}")
+        what = audited(e.action, e.args)
+        print(f"{when(e.at_ms)}  {e.actor} via {e.via}: {what} -> {e.outcome}{result}")
     if not entries:
         print("no admin actions in that period")
     return 0

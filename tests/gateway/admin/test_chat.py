@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gateway.admin.chat import audited, described
 from gateway.app.app import App
 from gateway.app.cli import parse_since
 from tests.conftest import app_with, make_config
@@ -63,6 +64,19 @@ def test_parse_since() -> None:
     assert parse_since("1970-01-02", now) == 86_400_000
 
 
+def test_audit_arguments_are_shown_as_words_not_as_a_dict() -> None:
+    assert described({"args": ""}) == ""
+    assert described({"args": "users 7d"}) == "users 7d"
+    shown = described({"name": "documents", "enabled": False, "priority": None})
+    assert shown == "name=documents enabled=false"
+    assert described({"what": "ask how it went", "ids": [1, 2]}) == (
+        'what="ask how it went" ids=[1, 2]'
+    )
+    assert audited("admin users", {"args": "users 7d"}) == "admin users 7d"
+    assert audited("admin stats", {"args": "stats"}) == "admin stats"
+    assert audited("admin allow", {"args": "memory:u2"}) == "admin allow memory:u2"
+
+
 def test_iris_audit_prints_and_rejects_bad_since(tmp_path: Path) -> None:
     def iris(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -84,7 +98,7 @@ def test_iris_audit_prints_and_rejects_bad_since(tmp_path: Path) -> None:
     assert chat.returncode == 0
     listed = iris("--since", "1h")
     assert listed.returncode == 0
-    assert "console:local via console: admin users" in listed.stdout
+    assert "console:local via console: admin users -> ok" in listed.stdout
     bad = iris("--since", "yesterday-ish")
     assert bad.returncode == 2
     assert "--since: expected 24h" in bad.stderr

@@ -99,7 +99,11 @@ def test_missing_file_is_a_usage_error(
 ) -> None:
     code, out, err = run_cli([str(tmp_path / "nope.jsonl")], tmp_path, monkeypatch, capsys)
     assert (code, out) == (2, [])
-    assert "cannot read" in err
+    assert err.strip() == f"error: cannot read {tmp_path / 'nope.jsonl'}: no such file or directory"
+    (tmp_path / "latin1.jsonl").write_bytes(b"caf\xe9\n")
+    code, out, err = run_cli([str(tmp_path / "latin1.jsonl")], tmp_path, monkeypatch, capsys)
+    assert (code, out) == (2, [])
+    assert err.strip().endswith("latin1.jsonl: not UTF-8 text")
 
 
 def test_confirm_needs_the_live_confirm_model_and_a_key(
