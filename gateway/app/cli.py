@@ -46,9 +46,18 @@ def _setup_logging(level: str, *, quiet: bool = False) -> None:
 
 
 def _install_stop_signals(stop: asyncio.Event) -> None:
+    """SIGINT or SIGTERM stops (turns in flight get `[router] drain_timeout_s`); a second
+    Ctrl-C quits at once: the messages of the turns cut off are saved and answered at the next
+    start."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+
+    def interrupted() -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # out of the event loop: `main` exits 130
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGINT, interrupted)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
 
 
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:

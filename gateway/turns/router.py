@@ -138,7 +138,10 @@ class Router:
         self._accepting = False
         if not self._tasks:
             return
-        log.info("draining %d in-flight turn(s)", len(self._tasks))
+        log.warning(
+            "stopping: waiting up to %.0f s for %d turn(s) in flight (Ctrl-C again to quit now; "
+            "their messages are saved)", self._drain_timeout_s, len(self._tasks),
+        )  # fmt: skip
         _, pending = await asyncio.wait(set(self._tasks), timeout=self._drain_timeout_s)
         for task in pending:
             task.cancel()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -145,3 +148,76 @@ def test_doctor_lists_only_the_secrets_this_configuration_needs(tmp_path: Path) 
     assert "secret SLACK_SIGNING_SECRET: set" in out and "SLACK_APP_TOKEN" not in out
     assert "TELEGRAM" not in out
     assert "secret IRIS_API_TOKEN: missing (for the admin HTTP API (optional))" in out
+
+
+class _Stalling(BaseHTTPRequestHandler):
+    """A model that takes each request and never answers it (until `released`)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        assert isinstance(self.server, _StallingModel)
+        self.server.asked.set()
+        self.server.released.wait()
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+class _StallingModel(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Stalling)
+        self.asked, self.released = threading.Event(), threading.Event()
+
+
+def test_chat_stops_on_ctrl_c_and_quits_at_once_on_a_second(tmp_path: Path) -> None:
+    server = _StallingModel()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    env |= {
+        "ANTHROPIC_API_KEY": "test",
+        "IRIS_LLM__BASE_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "IRIS_ROUTER__DRAIN_TIMEOUT_S": "600",  # without the second Ctrl-C: a long wait
+    }
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-m", "gateway.app", "chat"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        ) as proc:
+            assert proc.stdin is not None and proc.stderr is not None
+            proc.stdin.write("are you there?\n")
+            proc.stdin.flush()
+            assert server.asked.wait(60)
+            lines: queue.Queue[str] = queue.Queue()
+            reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr or ()])
+            reader.start()
+            proc.send_signal(signal.SIGINT)
+            while "stopping: waiting up to 600 s for 1 turn(s) in flight" not in lines.get(
+                timeout=60
+            ):
+                pass
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 130
+            reader.join()
+    finally:
+        server.released.set()
+        server.shutdown()
+        server.server_close()
+    # The message was saved: the next start answers it (the model answers this time).
+    with echo_model() as url:
+        env["IRIS_LLM__BASE_URL"] = url
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway.app", "chat"],
+            cwd=tmp_path,
+            env=env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 0, result.stderr
+    assert "echo: are you there?" in result.stdout
