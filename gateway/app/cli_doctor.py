@@ -64,15 +64,32 @@ def _where(config: Config) -> str:
 
 
 def documents_report(config: Config) -> list[str]:
-    from gateway.knowledge.indexer import list_files, unmatched_globs
+    """The documents the globs match, and each one the index would skip or index with a
+    warning (read and parsed as the indexer does), named with the reason."""
+    from gateway.knowledge.indexer import list_files, read_document, unmatched_globs
+    from gateway.knowledge.parse import Skipped
+    from gateway.knowledge.rules import PathRules
 
     context = config.settings.context
     globs = context.documents
     if not globs:
         return []
     base = config.source.parent if config.source else Path.cwd()
-    lines = [f"documents: {len(list_files(base, globs))} file(s) matched in {base}"]
+    files = list_files(base, globs)
+    rules = PathRules(context.types, context.scopes)
+    problems = []
+    for rel, st in sorted(files.items()):
+        found = read_document(rel, st, rules, context)
+        if isinstance(found, Skipped):
+            problems.append(f"documents: WARNING {rel} will be skipped: {found.reason}")
+        else:
+            problems += [f"documents: WARNING {rel}: {w}" for w in found.warnings]
+            if not found.version.chunks:
+                problems.append(f"documents: WARNING {rel} is empty: nothing to inject")
+    usable = len(files) - sum("will be skipped" in p for p in problems)
+    lines = [f"documents: {len(files)} file(s) matched in {base}, {usable} indexable"]
     lines += [f"documents: WARNING '{g}' matches no file" for g in unmatched_globs(base, globs)]
+    lines += problems
     if context.knowledge_tokens > context.max_tokens:  # part of the whole: it can never all fit
         lines.append(
             f"documents: WARNING context.knowledge_tokens ({context.knowledge_tokens}) is over "

@@ -96,6 +96,22 @@ def list_files(base: Path, globs: Sequence[str]) -> dict[str, FileStat]:
     return found
 
 
+def read_document(
+    rel: str, st: FileStat, rules: PathRules, settings: KnowledgeSection
+) -> Parsed | Skipped:
+    """Read and parse one listed file (blocking; its size is checked before reading)."""
+    limit = settings.max_document_bytes
+    if st.size > limit:
+        return Skipped(f"larger than max_document_bytes ({st.size} > {limit})")
+    try:
+        data = st.path.read_bytes()
+    except OSError as exc:
+        return Skipped(f"unreadable ({exc.strerror or type(exc).__name__})")
+    if len(data) > limit:  # grew since it was listed
+        return Skipped(f"larger than max_document_bytes ({len(data)} > {limit})")
+    return parse(rel, data, mtime_ns=st.mtime_ns, rules=rules, chunk_tokens=settings.chunk_tokens)
+
+
 def unmatched_globs(base: Path, globs: Sequence[str]) -> list[str]:
     """The globs that match no file (`iris doctor` warns about each)."""
     return [g for g in globs if not expand(base, g)]
@@ -246,31 +262,8 @@ class Indexer:
         return report
 
     def _read_batch(self, batch: list[tuple[str, FileStat]]) -> list[Parsed | Skipped]:
-        """In a thread: read and parse files (the size is checked before reading)."""
-        out: list[Parsed | Skipped] = []
-        limit = self.settings.max_document_bytes
-        for rel, st in batch:
-            if st.size > limit:
-                out.append(Skipped(f"larger than max_document_bytes ({st.size} > {limit})"))
-                continue
-            try:
-                data = st.path.read_bytes()
-            except OSError as exc:
-                out.append(Skipped(f"unreadable ({exc.strerror or type(exc).__name__})"))
-                continue
-            if len(data) > limit:  # grew since it was listed
-                out.append(Skipped(f"larger than max_document_bytes ({len(data)} > {limit})"))
-                continue
-            out.append(
-                parse(
-                    rel,
-                    data,
-                    mtime_ns=st.mtime_ns,
-                    rules=self.rules,
-                    chunk_tokens=self.settings.chunk_tokens,
-                )
-            )
-        return out
+        """In a thread: read and parse files."""
+        return [read_document(rel, st, self.rules, self.settings) for rel, st in batch]
 
     def _report_skip(self, rel: str, st: FileStat, reason: str, *, skipped: bool = True) -> None:
         key = (st.mtime_ns, st.size, reason)

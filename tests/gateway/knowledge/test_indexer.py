@@ -130,12 +130,21 @@ def test_doctor_warns_about_a_glob_that_matches_nothing(tmp_path: Path) -> None:
         "max_tokens = 3000\nknowledge_tokens = 4000\n"
     )
     (tmp_path / "notes").mkdir()
-    (tmp_path / "notes" / "a.md").write_text("# A\n")
+    (tmp_path / "notes" / "a.md").write_text("# A\n\nText.\n")
+    # What the index would skip or read with a warning is named before anything runs.
+    (tmp_path / "notes" / "binary.md").write_bytes(b"\x00\x01\x02")
+    (tmp_path / "notes" / "broken.md").write_text("---\ntype adr\n---\n# B\n\nText.\n")
+    (tmp_path / "notes" / "empty.md").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
     result = subprocess.run(
         [sys.executable, "-m", "gateway.app", "doctor", "--config", "config.toml"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert "documents: 1 file(s) matched" in result.stdout, result.stderr
+    assert "documents: 4 file(s) matched" in result.stdout, result.stderr
+    assert ", 3 indexable" in result.stdout
+    assert "documents: WARNING notes/binary.md will be skipped: binary file" in result.stdout
+    assert "documents: WARNING notes/broken.md: front matter" in result.stdout
+    assert "documents: WARNING notes/empty.md is empty" in result.stdout
+    assert "notes/a.md" not in result.stdout
     assert "documents: WARNING 'adr/*.md' matches no file" in result.stdout
     assert "WARNING context.knowledge_tokens (4000) is over context.max_tokens" in result.stdout
