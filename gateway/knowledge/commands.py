@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from gateway.agent.context import ProviderInfo
 from gateway.agent.traces import TraceStore
 from gateway.core.errors import NotAllowed, UserInputError
+from gateway.core.scope import Scope
 from gateway.knowledge.events import ProviderEvents, describe
 from gateway.knowledge.indexer import Indexer
 from gateway.knowledge.provider import KnowledgeProvider, short
@@ -32,6 +33,7 @@ from vault.knowledge import DocumentRow, KnowledgeStore
 
 USAGE = "[docs | refresh | why TITLE | trace | events …]"
 MAX_LISTED = 50
+NAMED_SKIPS = 5  # skipped files named by `/context refresh`
 
 
 def _when(ms: int) -> str:
@@ -145,7 +147,7 @@ class ContextCommands:
             (pinned if held else renewed).append(d.title)
         head = (
             f"Rescanned: {report.indexed} updated, {report.retired} removed, "
-            f"{len(report.skipped)} skipped."
+            f"{len(report.skipped)} skipped{self._named(report.skipped, scope)}."
         )
         if not changed:
             return f"{head} Nothing I was given here has changed."
@@ -158,6 +160,16 @@ class ContextCommands:
                 f"{'; '.join(pinned)}."
             )
         return " ".join(said)
+
+    def _named(self, paths: list[str], scope: Scope) -> str:
+        """The skipped files this chat may see, named (the log says why): never a path
+        under a scope the chat is outside of."""
+        visible = self.rules.visible(scope)
+        mine = [p for p in paths if (s := self.rules.scope_for(p)) is None or s in visible]
+        if not mine:
+            return ""
+        more = f" and {len(mine) - NAMED_SKIPS} more" if len(mine) > NAMED_SKIPS else ""
+        return f" ({', '.join(mine[:NAMED_SKIPS])}{more})"
 
     async def why(self, call: CommandCall, title: str) -> str:
         await self.indexer.ready()

@@ -87,3 +87,15 @@ async def test_a_refresh_request_and_its_cooldown_survive_a_restart(tmp_path: Pa
         assert pending == 0
         feature = app.feature(KnowledgeFeature)
         assert not feature.provider._pending and not feature.provider._building
+
+
+async def test_refresh_names_the_skipped_files_this_chat_may_see(tmp_path: Path) -> None:
+    write(tmp_path, "notes/ok.md", "# Fine\n\nText.\n")
+    write(tmp_path, "notes/blob.md", b"\x00\x01binary")
+    write(tmp_path, "hr/salaries.md", b"\x00\x01binary")  # under a scope this chat is outside
+    config = knowledge_config(tmp_path, scopes={"docs/hr/**": ["chat:memory:hr"]})
+    llm, channel = FakeLLM(), MemoryChannel()
+    async with app_with(config, channel, llm) as app:
+        reply = await _command(app, channel, "/context refresh")
+    assert "2 skipped (docs/notes/blob.md)." in reply
+    assert "salaries" not in reply
