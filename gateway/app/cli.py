@@ -316,7 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # a bare `iris`: what it can do
+        parser.print_help()
+        return 2
+    args = parser.parse_args(argv)
     if hasattr(args, "plain"):  # `iris init`: it writes the configuration, so none is loaded
         return int(args.plain(args))
     try:

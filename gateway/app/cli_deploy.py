@@ -45,11 +45,16 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="socket (no public URL) or http (default: [slack] mode of the config)",
     )
     p.add_argument(
-        "--url", default="", help="public https:// base URL of Iris (http mode; Slack posts to "
-        "<url>/slack/events)"
+        "--url", help="public https:// base URL of Iris, needed in http mode (Slack posts to "
+        "<url>/slack/events; default: none)"
     )  # fmt: skip
     p.add_argument("--name", default="Iris", help="the app's and the bot's display name")
-    service = sub.add_parser("service", help="run Iris as a service", description="services")
+    service = sub.add_parser(
+        "service",
+        help="run Iris as a service",
+        description="Run Iris as a service: `iris service install` writes a systemd unit that "
+        "runs `iris run`, restarts it on failure and gives it time to stop cleanly.",
+    )
     commands = service.add_subparsers(dest="service_command", required=True, metavar="COMMAND")
     p = add_command(
         commands,
@@ -75,7 +80,7 @@ async def slack_manifest(args: argparse.Namespace, config: Config) -> int:
         raise UsageError("--url: http mode needs the public https:// URL Slack can reach Iris at")
     try:
         built = manifest(name=args.name, command=config.settings.slack.command, mode=mode,
-                         url=args.url)  # fmt: skip
+                         url=args.url or "")  # fmt: skip
     except ValueError as exc:
         raise UsageError(f"--url: {exc}") from None
     print(json.dumps(built, indent=2))

@@ -57,8 +57,10 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         plain=run_init,
         description="Ask for channels, tokens, model, admins, allowed users and time zone; "
         "check the tokens online; write config.toml and .env (secrets, mode 600). Re-running "
-        "edits the files. Secrets can also come from the environment (TELEGRAM_BOT_TOKEN, ...), "
-        "which keeps them out of the shell history.",
+        "edits the files. Each flag below answers its question; a question without one starts "
+        "from its current value: what the files say now, else Iris's default. Secrets can "
+        "also come from the "
+        "environment (TELEGRAM_BOT_TOKEN, ...), which keeps them out of the shell history.",
     )
     p.add_argument(
         "--non-interactive", action="store_true", help="ask nothing: flags, else current values"
@@ -82,7 +84,7 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     for action in p._actions:  # the flags that answer a question
         if action.default is None and action.option_strings and action.help:
-            action.help += " (default: what the files say now, else Iris's default)"
+            action.help += " (default: its current value)"
 
 
 # --- the run ---------------------------------------------------------------------------------

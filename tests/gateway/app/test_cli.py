@@ -221,3 +221,16 @@ def test_chat_stops_on_ctrl_c_and_quits_at_once_on_a_second(tmp_path: Path) -> N
         )
     assert result.returncode == 0, result.stderr
     assert "echo: are you there?" in result.stdout
+
+
+def test_bare_iris_prints_the_commands_and_help_screens_say_what_they_do(tmp_path: Path) -> None:
+    bare = iris(tmp_path)
+    assert bare.returncode == 2
+    assert "usage: iris" in bare.stdout and "chat" in bare.stdout and "doctor" in bare.stdout
+    service = iris(tmp_path, "service", "--help")
+    assert "systemd unit" in service.stdout
+    manifest = iris(tmp_path, "slack", "manifest", "--help")
+    assert "(default: )" not in manifest.stdout
+    init = iris(tmp_path, "init", "--help").stdout
+    assert init.count("what the files say now") == 1  # explained once, not on every flag
+    assert "model id (default: its current value)" in init
