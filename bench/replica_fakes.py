@@ -25,7 +25,9 @@ from aiohttp import web
 
 # The echo of the last user text: several texts joined by blank lines when earlier messages of
 # the chat have no reply in the history (theirs was uncertain); the reply answers the last one.
-ECHO = re.compile(r"echo: (?:n\d+\n\n)*n(\d+)")
+# A replayed message answered a minute or more after it was sent starts with a note.
+LATE = r"(?:\(Answering your message from [^\n]*\)\n\n)?"
+ECHO = re.compile(LATE + r"echo: (?:n\d+\n\n)*n(\d+)")
 REMINDER = re.compile(r"Reminder: p(\d+)")
 POLL_HOLD_S = 0.5
 BOT = {"id": 1, "is_bot": True, "first_name": "Iris", "username": "iris_bot"}

@@ -12,6 +12,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.agent.agent import Agent
 from gateway.agent.context import estimate_tokens
@@ -207,6 +208,31 @@ def command_step(registry: CommandRegistry, replier: Replier) -> Step:
     return command
 
 
+# A replayed message (saved before a stop, a crash or a vault outage) answered at least this
+# long after it was sent says which message it answers: the user may have moved on.
+LATE_MS = 60_000
+LATE = "(Answering your message from {when}: “{excerpt}”)\n\n"
+EXCERPT_CHARS = 60
+
+
+def late_note(turn: Turn) -> str:
+    """The line a late answer to a replayed message starts with, or ""."""
+    at, scope = turn.inbound.at_ms, turn.scope
+    if not turn.replay or at <= 0 or scope is None or turn.now_ms - at < LATE_MS:
+        return ""
+    try:
+        zone, label = ZoneInfo(scope.timezone or "UTC"), "" if scope.timezone else " UTC"
+    except (ValueError, ZoneInfoNotFoundError):
+        zone, label = ZoneInfo("UTC"), " UTC"
+    sent = datetime.fromtimestamp(at / 1000, zone)
+    now = datetime.fromtimestamp(turn.now_ms / 1000, zone)
+    when = sent.strftime("%H:%M" if sent.date() == now.date() else "%Y-%m-%d %H:%M") + label
+    words = " ".join(scope.text.split())
+    if len(words) > EXCERPT_CHARS:
+        words = words[:EXCERPT_CHARS].rstrip() + "…"
+    return LATE.format(when=when, excerpt=words)
+
+
 def agent_step(agent: Agent, replier: Replier) -> Step:
     async def respond(turn: Turn, nxt: Next) -> None:
         assert turn.scope is not None, "the record step must run before the agent"
@@ -214,7 +240,7 @@ def agent_step(agent: Agent, replier: Replier) -> Step:
             reply = await agent.respond(turn.scope)
             if turn.before_reply:
                 await asyncio.wait(turn.before_reply)
-        await replier.send(turn, reply.text + (turn.suggestion or ""))
+        await replier.send(turn, late_note(turn) + reply.text + (turn.suggestion or ""))
         await nxt(turn)
 
     return respond

@@ -45,7 +45,9 @@ PER_ROUND = 8
 # The echo model answers with the last user text: "n<k>", or several of them joined by blank
 # lines when earlier ones of the chat got no reply in the history (theirs was uncertain). The
 # reply answers the last one.
-ECHO = re.compile(r"echo: (?:n\d+\n\n)*n(\d+)")
+# A replayed message answered a minute or more after it was sent starts with a note.
+LATE = r"(?:\(Answering your message from [^\n]*\)\n\n)?"
+ECHO = re.compile(LATE + r"echo: (?:n\d+\n\n)*n(\d+)")
 
 
 async def kill_point(

@@ -21,7 +21,9 @@ from tests.e2e.child import Child
 from tests.fakes.echo_model import echo_model
 from tests.fakes.slack import BOT_TOKEN, FakeSlackAPI, dm_event, event_body, running_fake_slack
 
-ECHO = re.compile(r"echo: (?:m\d+\n\n)*m(\d+)")
+# A replayed message answered a minute or more after it was sent starts with a note.
+LATE = r"(?:\(Answering your message from [^\n]*\)\n\n)?"
+ECHO = re.compile(LATE + r"echo: (?:m\d+\n\n)*m(\d+)")
 
 
 def replica(tmp_path: Path, name: str, pg_url: str, api: FakeSlackAPI, model_url: str) -> Child:

@@ -16,7 +16,7 @@ from gateway.app.config import Config
 from gateway.core.clock import ManualClock
 from gateway.core.errors import VaultError
 from gateway.core.llm import LLMRequest, LLMResponse
-from gateway.core.messages import Inbound, RejectedInbound
+from gateway.core.messages import ChatRef, Inbound, RejectedInbound
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 from vault.db import Vault
@@ -113,6 +113,43 @@ async def test_a_saved_message_too_old_to_answer_gets_a_notice(tmp_path: Path) -
     assert len(again.sent) == 1
     assert "too old to answer" in again.sent[0].text
     assert [r["text"] for r in rows if r["role"] == "user"] == ["stale question"]  # saved
+
+
+async def test_a_late_answer_to_a_replayed_message_says_which_message_it_answers(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()  # 2026-01-01 00:00 UTC
+    base = vars_of(inbound("x"))
+    late = Inbound(
+        **{
+            **base,
+            "text": "did the  deploy\nwork?",
+            "message_id": "a",
+            "chat": ChatRef(channel="memory", chat_id="c1"),
+            "at_ms": clock.now_ms() - 5 * 60_000,
+        }
+    )
+    prompt = Inbound(
+        **{
+            **base,
+            "text": "and now?",
+            "message_id": "b",
+            "chat": ChatRef(channel="memory", chat_id="c2"),
+            "at_ms": clock.now_ms() - 10_000,
+        }
+    )
+    async with app_with(cfg(tmp_path), MemoryChannel(), FakeLLM(), clock) as app:
+        await IntakeStore(app.vault).admit([late, prompt], clock.now_ms())
+    again, llm = MemoryChannel(), FakeLLM("yes")
+    async with app_with(cfg(tmp_path), again, llm, clock) as app:
+        await serve_until(app, again)
+    replies = {o.chat.chat_id: o.text for o in again.sent}
+    # Five minutes late (the user may have moved on): the answer says what it answers.
+    assert (
+        replies["c1"]
+        == "(Answering your message from 2025-12-31 23:55 UTC: “did the deploy work?”)\n\nyes"
+    )
+    assert replies["c2"] == "yes"  # ten seconds: no note
 
 
 async def test_turns_keep_arrival_order_per_chat_on_replay(tmp_path: Path) -> None:
