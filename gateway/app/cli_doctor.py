@@ -9,6 +9,7 @@ Prints the config file in use, the vault's schema state, the secrets this config
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
 
 from gateway.app.cli_common import Subparsers, add_command
@@ -32,14 +33,21 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
 
     ok = True
     print(f"config: ok ({config.source or 'built-in defaults'})")
+    vault_file = Path(config.settings.vault.path)
+    fresh = not config.settings.vault.url and not await asyncio.to_thread(vault_file.exists)
+    if fresh:  # checking must not leave an empty vault file behind
+        print(f"vault: {_where(config)} (not created yet: the first start makes it)")
     try:
-        async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
-            version = await vault.user_version()
-        pending = len(MIGRATIONS) - version
-        state = "up to date" if pending == 0 else f"{pending} migration(s) pending"
-        if pending < 0:
-            state, ok = "newer than this Iris", False
-        print(f"vault: {_where(config)} (schema {version}, {state})")
+        if not fresh:
+            async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
+                version = await vault.user_version()
+            pending = len(MIGRATIONS) - version
+            state = "up to date"
+            if pending > 0:
+                state = f"{pending} migration(s) pending, applied at the next start"
+            if pending < 0:
+                state, ok = "newer than this Iris", False
+            print(f"vault: {_where(config)} (schema {version}, {state})")
     except (VaultError, ConfigError) as exc:
         ok = False
         print(f"vault: ERROR {exc}")

@@ -84,6 +84,10 @@ def test_run_serves_until_sigterm_then_exits_0(tmp_path: Path) -> None:
 
 
 def test_db_migrate_backup_and_doctor(tmp_path: Path) -> None:
+    before = iris(tmp_path, "doctor")  # on a new directory: checks, creates nothing
+    assert before.returncode == 0
+    assert "iris.db (not created yet: the first start makes it)" in before.stdout
+    assert not (tmp_path / "iris.db").exists()
     first = iris(tmp_path, "db", "migrate")
     assert first.returncode == 0 and "applied: core" in first.stdout
     assert "applied: nothing" in iris(tmp_path, "db", "migrate").stdout
