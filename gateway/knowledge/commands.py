@@ -88,6 +88,8 @@ class ContextCommands:
         sub = sub.lower()
         if not sub:
             return render(await self.traces.latest(call.scope.chat.key))
+        if rest.strip() and sub in ("trace", "docs", "refresh"):  # these take nothing more
+            raise UserInputError(f"Usage: {call.hint('context')} {sub} (nothing after it)")
         if sub == "trace":
             trace = await self.traces.latest(call.scope.chat.key)
             return trace.render() if trace else "No model request in this chat yet."

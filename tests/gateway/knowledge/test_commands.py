@@ -51,6 +51,8 @@ async def test_context_before_any_request_and_the_usage(chat: Chat) -> None:
     assert "No model request in this chat" in await chat("/context")
     assert "Usage: /context" in await chat("/context frobnicate")
     assert "No team documents" in await chat("/context docs")
+    said = await chat("/context docs runbook")  # `why` takes a title; `docs` nothing
+    assert said == "Usage: /context docs (nothing after it)"
 
 
 async def test_context_why_lists_the_injection_history(chat: Chat, tmp_path: Path) -> None:
