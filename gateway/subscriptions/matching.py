@@ -6,21 +6,32 @@ the text. `entity` is a regular expression searched in the text, or any of its k
 whole word (case-insensitive). `document` is a glob of document paths and matches only a
 document's path (the `document_changed` trigger). Compiled regexes and query vectors are cached
 per pattern text. The best match by priority is the one reported.
+
+An entity's expression runs on the `regex` engine with a time limit (`SEARCH_TIMEOUT_S`): a
+pattern that backtracks without end on some text (`(a+)+$` on a long run of "a") counts as
+no match there, and is logged once, instead of holding the event loop (and every chat) for
+minutes. The schema compiles patterns with the same engine, so what is accepted is what runs.
 """
 
 from __future__ import annotations
 
 import array
 import fnmatch
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import regex
+
 from gateway.core.embedding import Embedder
 
+log = logging.getLogger(__name__)
+
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
+SEARCH_TIMEOUT_S = 0.05  # per pattern and text
 
 
 class PatternType(StrEnum):
@@ -60,14 +71,26 @@ class Matcher:
     def __init__(self, embedder: Embedder | None, topic_threshold: float) -> None:
         self.embedder = embedder
         self.topic_threshold = topic_threshold
-        self._regexes: dict[str, re.Pattern[str]] = {}
+        self._regexes: dict[str, Any] = {}  # pattern -> regex.Pattern
         self._vectors: dict[str, bytes] = {}
+        self._slow: set[str] = set()  # patterns that have hit the time limit (logged once)
 
-    def _regex(self, pattern: str) -> re.Pattern[str]:
-        found = self._regexes.get(pattern)
-        if found is None:
-            found = self._regexes[pattern] = re.compile(pattern)
-        return found
+    def _search(self, pattern: str, text: str) -> Any:
+        """`regex.Match` of `pattern` in `text`, or None (also when it takes too long)."""
+        compiled = self._regexes.get(pattern)
+        if compiled is None:
+            compiled = self._regexes[pattern] = regex.compile(pattern)
+        try:
+            return compiled.search(text, timeout=SEARCH_TIMEOUT_S)
+        except TimeoutError:
+            if pattern not in self._slow:
+                self._slow.add(pattern)
+                log.warning(
+                    "subscription pattern %r took over %.0f ms on a %d-character text and was "
+                    "counted as no match (nested repetition such as (a+)+ backtracks without "
+                    "end); reported once", pattern[:80], SEARCH_TIMEOUT_S * 1000, len(text),
+                )  # fmt: skip
+            return None
 
     async def _topic(self, query: str, text: str) -> float:
         if self.embedder is None:
@@ -92,7 +115,7 @@ class Matcher:
                     reason = f"the conversation is about “{pattern[:60]}”"
                     found.append(Match(PatternType.TOPIC, pattern, priority, reason))
             elif kind == PatternType.ENTITY:
-                hit = self._regex(pattern).search(text)
+                hit = self._search(pattern, text)
                 keyword = next((k for k in p.get("keywords", ()) if _has_word(k, text)), None)
                 if hit is not None or keyword is not None:
                     what = keyword if keyword is not None else hit.group(0)[:60] if hit else ""
@@ -108,7 +131,7 @@ class Matcher:
             if kind == PatternType.DOCUMENT and glob_matches(pattern, path):
                 reason = f"{path} matches {pattern[:60]} and changed"
                 found.append(Match(PatternType.DOCUMENT, pattern, priority, reason))
-            elif kind == PatternType.ENTITY and self._regex(pattern).search(title):
+            elif kind == PatternType.ENTITY and self._search(pattern, title) is not None:
                 reason = f"“{title[:60]}” changed"
                 found.append(Match(PatternType.ENTITY, pattern, priority, reason))
         return max(found, key=lambda m: m.priority, default=None)

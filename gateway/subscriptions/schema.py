@@ -5,14 +5,15 @@ Every rule a fuzzer could trip is written into the schema, so a request the docu
 valid is accepted: the three kinds of pattern are a union on `type`, and the entity regex
 carries `format: regex`; `url` belongs to webhook subscriptions only (a union on
 `callback`) and must be http(s); ids have fixed shapes. What is left to the server is named
-in the 4xx detail (`patterns.0.entity.pattern` for a regex Python cannot compile).
+in the 4xx detail (`patterns.0.entity.pattern` for an expression the `regex` engine cannot
+compile).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 KEY_PATTERN = r"^[a-z]+:[!-9;-~]+(:[!-~]+)?$"  # the admin API's chat and user keys
@@ -55,8 +56,8 @@ class EntityPattern(_Body):
     @classmethod
     def _compiles(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except (re.error, RecursionError, OverflowError) as exc:
+            regex.compile(value)  # the engine that runs it (`matching.py`)
+        except (regex.error, RecursionError, OverflowError, ValueError) as exc:
             raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
 

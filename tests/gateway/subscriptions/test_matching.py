@@ -3,6 +3,10 @@ or keyword, documents by glob; the best match by priority."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from gateway.subscriptions.matching import Matcher, PatternType, glob_matches
 from tests.fakes.embedder import FakeEmbedder
 
@@ -40,3 +44,23 @@ def test_documents_by_glob() -> None:
     assert matcher.document(glob, "docs/runbooks/deploy.md", "Deploy") is not None
     assert matcher.document(glob, "docs/adr/001.md", "ADR") is None
     assert glob_matches("runbooks/*.md", "docs/runbooks/deploy.md")
+
+
+async def test_a_pattern_that_backtracks_without_end_is_no_match_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """(a+)+$ on a long run of "a" would hold the event loop for good with the standard `re`;
+    here it is cut at the time limit, counts as no match, and is logged once."""
+    matcher = Matcher(None, topic_threshold=0.5)
+    patterns = [
+        {"type": "entity", "pattern": "(a+)+$", "priority": 5},
+        {"type": "entity", "pattern": "^$", "keywords": ["deploy"], "priority": 1},
+    ]
+    text = "deploy " + "a" * 5000 + "!"
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            found = await matcher.text(patterns, text)
+            assert found is not None and found.priority == 1  # the keyword, not the runaway
+        assert matcher.document(patterns, "docs/x.md", "a" * 5000 + "!") is None
+    said = [r.getMessage() for r in caplog.records if "subscription pattern" in r.getMessage()]
+    assert len(said) == 1 and "'(a+)+$'" in said[0] and "deploy" not in said[0]
