@@ -11,6 +11,7 @@ exception is logged, never echoed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Self
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from gateway.core.errors import ConfigError
+from gateway.core.errors import AddressInUse, ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebHandler, WebRoute
 from gateway.core.replica import Replica
@@ -91,9 +92,10 @@ class HttpServer:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
-            raise ConfigError(
-                [f"http: cannot listen on {self._host}:{self._port} ({exc.strerror})"]
-            ) from exc
+            where = f"http: cannot listen on {self._host}:{self._port}"
+            if exc.errno == errno.EADDRINUSE:  # taken now; may be free in a moment
+                raise AddressInUse(f"{where}: the address is in use") from exc
+            raise ConfigError([f"{where} ({exc.strerror})"]) from exc
         self._runner = runner
         addresses = runner.addresses
         self._bound_port = int(addresses[0][1]) if addresses else self._port

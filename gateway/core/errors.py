@@ -145,6 +145,11 @@ class ChatUnreachable(DeliveryPermanent):
     pass
 
 
+class AddressInUse(IrisError):
+    """A port Iris must listen on is taken, most likely for a while only (another process,
+    an older Iris still stopping): not a configuration error, so a service manager retries."""
+
+
 class FatalChannelError(IrisError):
     """A channel can never work with the current configuration (e.g. an invalid token)."""
 

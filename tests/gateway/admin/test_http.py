@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from gateway.admin.http import HttpServer, health_report, health_route
-from gateway.core.errors import ConfigError
+from gateway.core.errors import AddressInUse, ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebRoute
 from gateway.core.replica import Replica
@@ -127,6 +127,14 @@ async def test_a_taken_port_is_a_clear_error() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+        # Not a configuration error (exit 2, which the service unit does not retry): the
+        # port may be free in a moment, so `iris run` exits 1 and is restarted.
+        with pytest.raises(AddressInUse, match=f"cannot listen on 127.0.0.1:{port}: the addr"):
             async with HttpServer(host="127.0.0.1", port=port):
                 pass
+
+
+async def test_an_address_this_host_does_not_have_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"cannot listen on 192\.0\.2\.1:"):  # TEST-NET-1
+        async with HttpServer(host="192.0.2.1", port=0):
+            pass

@@ -238,3 +238,19 @@ def test_bare_iris_prints_the_commands_and_help_screens_say_what_they_do(tmp_pat
     init = iris(tmp_path, "init", "--help").stdout
     assert init.count("what the files say now") == 1  # explained once, not on every flag
     assert "model id (default: its current value)" in init
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    with subprocess.Popen(
+        [sys.executable, "-m", "gateway.app", "slack", "manifest"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # as `| head` does once it has read enough
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err
