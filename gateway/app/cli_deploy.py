@@ -93,7 +93,9 @@ def unit_text(config: Config, *, user: bool) -> str:
     if config.source is not None:
         command += ["--config", str(config.source.resolve())]
     stop_s = math.ceil(config.settings.router.drain_timeout_s) + STOP_MARGIN_S
-    account = "" if user or os.geteuid() == 0 else f"User={getpass.getuser()}\n"
+    account = "" if user else f"User={run_as}\n" if (run_as := system_account()) else ""
+    # A private /tmp would hide a working directory under it.
+    private_tmp = "" if _under_tmp(workdir) else "PrivateTmp=yes\n"
     return (
         "[Unit]\n"
         "Description=Iris chat assistant gateway\n"
@@ -114,11 +116,22 @@ def unit_text(config: Config, *, user: bool) -> str:
         f"# [router] drain_timeout_s + {STOP_MARGIN_S} s to finish turns in flight and close.\n"
         f"TimeoutStopSec={stop_s}\n"
         "NoNewPrivileges=yes\n"
-        "PrivateTmp=yes\n"
+        f"{private_tmp}"
         "\n"
         "[Install]\n"
         f"WantedBy={'default.target' if user else 'multi-user.target'}\n"
     )
+
+
+def system_account() -> str | None:
+    """Whom a system unit runs Iris as: whoever installs it, or under sudo whoever ran sudo;
+    None for root itself (no `User=`: the unit then runs as root, and the install says so)."""
+    name = getpass.getuser() if os.geteuid() != 0 else os.environ.get("SUDO_USER", "")
+    return name if name and name != "root" else None
+
+
+def _under_tmp(path: Path) -> bool:
+    return any(path.is_relative_to(tmp) for tmp in (Path("/tmp"), Path("/var/tmp")))
 
 
 def unit_dir(user: bool) -> Path:
@@ -144,6 +157,9 @@ async def service_install(args: argparse.Namespace, config: Config) -> int:
         raise UsageError(f"cannot write {path}: {exc.strerror}{hint}") from None
     systemctl = "systemctl --user" if args.user else "systemctl"
     print(f"wrote {path}")
+    if not args.user and system_account() is None:
+        print("note: the unit runs Iris as root; add User= with an account of its own (or run "
+              "this with sudo from that account)")  # fmt: skip
     print(f"next: {systemctl} daemon-reload && {systemctl} enable --now {args.name}")
     if args.user:
         print("      (and `loginctl enable-linger` to keep it running after you log out)")

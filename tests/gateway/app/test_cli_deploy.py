@@ -7,9 +7,14 @@ import argparse
 import json
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from gateway.app import cli_deploy
 from gateway.app.cli import build_parser
+from tests.conftest import make_config
 from tests.gateway.app.test_cli import iris
 
 ROOT = Path(__file__).parents[3]
@@ -115,3 +120,24 @@ def test_the_readme_keeps_its_first_two_commands_and_starts_with_init() -> None:
         ".venv/bin/python -m pytest\n",
     ]
     assert blocks[2].startswith(".venv/bin/iris init")
+
+
+def test_a_system_unit_runs_as_whoever_installs_it_never_silently_as_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli_deploy.os, "geteuid", lambda: 0)
+    monkeypatch.setenv("SUDO_USER", "alice")
+    assert cli_deploy.system_account() == "alice"  # `sudo iris service install` from alice
+    monkeypatch.delenv("SUDO_USER")
+    assert cli_deploy.system_account() is None  # root itself: the install says so
+    monkeypatch.setattr(cli_deploy.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(cli_deploy.getpass, "getuser", lambda: "bob")
+    assert cli_deploy.system_account() == "bob"
+
+
+def test_a_working_directory_under_tmp_is_not_hidden_by_a_private_tmp(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    under_tmp = replace(config, source=Path("/tmp/iris/config.toml"))
+    elsewhere = replace(config, source=Path("/srv/iris/config.toml"))
+    assert "PrivateTmp" not in cli_deploy.unit_text(under_tmp, user=True)
+    assert "PrivateTmp=yes\n" in cli_deploy.unit_text(elsewhere, user=True)
