@@ -58,12 +58,22 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
         print("model: not configured (chat messages get a 'no model' notice)")
     for status in channel_statuses(config):
         print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
+    print(http_line(config))
     for line in documents_report(config):  # a warning only: the files may come later
         print(line)
     if args.online:
         ok = await _model_online(config) and ok
         ok = await _channels_online(config) and ok
     return 0 if ok else 1
+
+
+def http_line(config: Config) -> str:
+    """Whether the HTTP server runs, where, and whether it serves the admin API."""
+    http = config.settings.http
+    if not http.enabled:
+        return "http: off ([http] enabled = true serves /healthz, webhooks and the admin API)"
+    api = "on" if config.secrets.get("IRIS_API_TOKEN") else "off (set IRIS_API_TOKEN to turn it on)"
+    return f"http: on, http://{http.host}:{http.port} — admin API {api}"
 
 
 def _where(config: Config) -> str:

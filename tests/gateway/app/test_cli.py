@@ -86,6 +86,9 @@ def test_run_serves_until_sigterm_then_exits_0(tmp_path: Path) -> None:
 def test_db_migrate_backup_and_doctor(tmp_path: Path) -> None:
     before = iris(tmp_path, "doctor")  # on a new directory: checks, creates nothing
     assert before.returncode == 0
+    assert "http: off ([http] enabled = true serves" in before.stdout
+    on = iris(tmp_path, "doctor", env={"IRIS_HTTP__ENABLED": "true", "IRIS_HTTP__PORT": "9999"})
+    assert "http: on, http://127.0.0.1:9999 — admin API off (set IRIS_API_TOKEN" in on.stdout
     assert "iris.db (not created yet: the first start makes it)" in before.stdout
     assert not (tmp_path / "iris.db").exists()
     first = iris(tmp_path, "db", "migrate")
