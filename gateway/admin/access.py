@@ -12,6 +12,7 @@ is refused with the entry that does, so no chat decision silently does nothing.
 from __future__ import annotations
 
 from gateway.core.errors import UserInputError
+from gateway.core.ids import id_problem
 from gateway.core.messages import UserRef
 from gateway.core.ports import Clock
 from gateway.features.contributions import AdminSub
@@ -26,12 +27,13 @@ def _ref(text: str) -> UserRef | None:
     channel, sep, user_id = text.partition(":")
     if not sep:
         return None
-    if not channel or not user_id or " " in text:
-        raise UserInputError(f"'{text}' is not an id: ids look like telegram:12345 or slack:U0123.")
     if user_id == "*":
         raise UserInputError(
             'Wildcards are for config.toml ([auth] allow = ["telegram:*"]), not for chat.'
         )
+    problem = id_problem(text, wildcard=False)
+    if problem is not None:
+        raise UserInputError(f"'{text[:60]}' is not an id: {problem}.")
     return UserRef(channel=channel, user_id=user_id)
 
 

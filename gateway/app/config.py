@@ -36,6 +36,7 @@ from gateway.app.config_sources import (
     suggest,
 )
 from gateway.core.errors import ConfigError
+from gateway.core.ids import id_problem
 from gateway.features.settings import Section
 from gateway.knowledge.settings import KnowledgeSection
 from gateway.limits.settings import LimitsSection
@@ -113,12 +114,12 @@ class AuthSection(Section):
 
     @field_validator("admins", "allow")
     @classmethod
-    def _entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _entries(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         for entry in value:
-            channel, sep, user = entry.partition(":")
-            if not sep or not channel or not user:
-                raise ValueError("entries look like 'telegram:12345' or 'slack:U0123'")
-        return value
+            problem = id_problem(entry, wildcard=info.field_name == "allow")
+            if problem is not None:
+                raise ValueError(f"'{entry[:60]}': {problem}")
+        return tuple(dict.fromkeys(value))  # the same id twice is once
 
 
 class ContextSection(KnowledgeSection):

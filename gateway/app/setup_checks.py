@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.core.ids import id_problem
+
 CHANNELS = ("telegram", "slack")
 
 
@@ -47,11 +49,9 @@ def timezone(value: str) -> str | None:
 def ids(wildcards: bool) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         for entry in split(value):
-            channel, sep, user = entry.partition(":")
-            if not sep or not channel or not user:
-                return f"'{entry}': ids look like telegram:12345 or slack:U0123"
-            if user == "*" and not wildcards:
-                return f"'{entry}': an admin is one person, not a wildcard"
+            problem = id_problem(entry, wildcard=wildcards)
+            if problem is not None:
+                return f"'{entry[:60]}': {problem}"
         return None
 
     return check
@@ -60,7 +60,7 @@ def ids(wildcards: bool) -> Callable[[str], str | None]:
 def split(value: str) -> list[str]:
     if value.strip().lower() == "none":
         return []
-    return [item.strip() for item in value.split(",") if item.strip()]
+    return list(dict.fromkeys(item.strip() for item in value.split(",") if item.strip()))
 
 
 def channel_list(value: str) -> str | None:

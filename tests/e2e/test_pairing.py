@@ -126,6 +126,8 @@ async def test_bad_admin_arguments_get_one_clear_line(tmp_path: Path, llm: FakeL
             ("hello world", "neither a pairing code"),
             ("telegram:*", "Wildcards are for config.toml"),
             ("telegram:", "is not an id"),
+            ("telegram:abc", "a Telegram user id is a positive number"),
+            ("slack:u123", "a Slack user id is upper case"),
             ("ZZZZZZ", "No open pairing code ZZZZZZ"),
         ]:
             await app.router.submit(

@@ -121,6 +121,8 @@ def test_secrets_can_come_from_the_environment_and_stay_out_of_the_toml(
         (["--channels", "slack", "--slack-bot-token", "xoxp-user"], "--slack-bot-token: a bot"),
         (["--timezone", "Mars/Base"], "--timezone: unknown time zone 'Mars/Base'"),
         (["--admins", "12345"], "--admins: '12345': ids look like"),
+        (["--admins", "telegram:abc"], "--admins: 'telegram:abc': a Telegram user id is a"),
+        (["--allow", "slack:u123"], "--allow: 'slack:u123': a Slack user id is upper case"),
         (["--anthropic-api-key", "sk-rejected"], "model: FAILED"),
         (
             ["--channels", "telegram", "--telegram-token", TELEGRAM_TOKEN, "--telegram-mode",

@@ -56,8 +56,21 @@ def test_list_overrides_accept_json_or_commas(tmp_path: Path) -> None:
         allow = load_config(path, env={"IRIS_AUTH__ALLOW": value}).settings.auth.allow
         assert allow == ("telegram:1", "slack:U2"), value
     assert problems(path, {"IRIS_AUTH__ALLOW": "nocolon"}) == [
-        "auth.allow: entries look like 'telegram:12345' or 'slack:U0123'"
+        "auth.allow: 'nocolon': ids look like telegram:12345 or slack:U0123ABCD"
     ]
+    # The platforms' own shapes: a typo is refused where it is written, not silently unmatched.
+    assert problems(path, {"IRIS_AUTH__ADMINS": "telegram:abc"}) == [
+        "auth.admins: 'telegram:abc': a Telegram user id is a positive number, like telegram:12345"
+    ]
+    assert problems(path, {"IRIS_AUTH__ADMINS": "slack:u123"}) == [
+        "auth.admins: 'slack:u123': a Slack user id is upper case and starts with U or W, like "
+        "slack:U0123ABCD"
+    ]
+    assert problems(path, {"IRIS_AUTH__ADMINS": "telegram:*"}) == [
+        "auth.admins: 'telegram:*': an admin is one person, not a wildcard"
+    ]
+    both = load_config(path, env={"IRIS_AUTH__ALLOW": "telegram:1,telegram:1,telegram:*"})
+    assert both.settings.auth.allow == ("telegram:1", "telegram:*")  # the same id once
 
 
 def test_a_list_override_that_is_not_a_list_never_ends_in_a_traceback(tmp_path: Path) -> None:
