@@ -54,11 +54,32 @@ MAX_BODY_BYTES = 1024 * 1024
 STOPPING = web.AppKey("stopping", asyncio.Event)
 
 
+@web.middleware
+async def _json_route_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """A path no route serves, or a method its route does not take, answered in the API's
+    JSON error shape (aiohttp's own answers are plain text)."""
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return web.json_response(
+            {"error": "method not allowed", "detail": f"this path takes {allowed}"},
+            status=405,
+            headers={"Allow": allowed},
+        )
+    except web.HTTPNotFound:
+        return web.json_response({"error": "no such path"}, status=404)
+
+
 class HttpServer:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 8787) -> None:
         self._host = host
         self._port = port
-        self._app = web.Application(client_max_size=MAX_BODY_BYTES)
+        self._app = web.Application(
+            client_max_size=MAX_BODY_BYTES, middlewares=[_json_route_errors]
+        )
         self._app[STOPPING] = asyncio.Event()
         self._app.on_shutdown.append(_stopping)
         self._runner: web.AppRunner | None = None

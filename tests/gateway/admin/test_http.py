@@ -52,6 +52,18 @@ async def test_a_failing_handler_answers_a_fixed_500(base: str) -> None:
         assert "secret" not in await r.text()
 
 
+async def test_an_unknown_path_or_method_is_answered_in_json(base: str) -> None:
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{base}/nothing/here") as r:
+            assert (r.status, await r.json()) == (404, {"error": "no such path"})
+        async with s.get(f"{base}/echo") as r:
+            assert r.status == 405 and r.headers["Allow"] == "POST"
+            assert await r.json() == {
+                "error": "method not allowed",
+                "detail": "this path takes POST",
+            }
+
+
 async def test_healthz_reports_channels(base: str) -> None:
     async with aiohttp.ClientSession() as s, s.get(f"{base}/healthz") as r:
         assert r.status == 200
