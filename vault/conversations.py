@@ -257,16 +257,12 @@ class Conversations:
             self._recent.put(session, limit, Window(upto=upto, messages=messages, chars=chars))
         return list(messages)
 
-    async def session_stats(
-        self, session: int, *, max_chars: int = 0, unread_tokens: int = 0
-    ) -> tuple[int, int]:
-        """(messages, tokens) of the session's chat history; a user's message over
-        `max_chars` (0: no limit), which the model is not given, counts `unread_tokens`."""
+    async def session_stats(self, session: int) -> tuple[int, int]:
+        """(messages, tokens) of the session's chat history."""
         row = await self.vault.fetchone(
-            f"""SELECT count(*), coalesce(sum(CASE WHEN ? > 0 AND role = 'user'
-                                              AND length(text) > ? THEN ? ELSE tokens END), 0)
-                FROM messages WHERE session = ? AND kind IN {HISTORY_KINDS!r}""",
-            (max_chars, max_chars, unread_tokens, session),
+            f"""SELECT count(*), coalesce(sum(tokens), 0) FROM messages
+                WHERE session = ? AND kind IN {HISTORY_KINDS!r}""",
+            (session,),
         )
         assert row is not None
         return int(row[0]), int(row[1])

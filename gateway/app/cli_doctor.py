@@ -34,13 +34,17 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
     ok = True
     print(f"config: ok ({config.source or 'built-in defaults'})")
     vault_file = Path(config.settings.vault.path)
-    fresh = not config.settings.vault.url and not await asyncio.to_thread(vault_file.exists)
-    if fresh:  # checking must not leave an empty vault file behind
+    if not config.settings.vault.url and not await asyncio.to_thread(vault_file.exists):
+        # Checking must not leave an empty vault file behind.
         print(f"vault: {_where(config)} (not created yet: the first start makes it)")
-    try:
-        if not fresh:
+    else:
+        try:
             async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
                 version = await vault.user_version()
+        except (VaultError, ConfigError) as exc:
+            ok = False
+            print(f"vault: ERROR {exc}")
+        else:
             pending = len(MIGRATIONS) - version
             state = "up to date"
             if pending > 0:
@@ -48,9 +52,6 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
             if pending < 0:
                 state, ok = "newer than this Iris", False
             print(f"vault: {_where(config)} (schema {version}, {state})")
-    except (VaultError, ConfigError) as exc:
-        ok = False
-        print(f"vault: ERROR {exc}")
     for name, why in secrets_needed(config.settings):
         state = "set" if config.secrets.get(name) else "missing"
         print(f"secret {name}: {state} (for {why})")
@@ -95,17 +96,18 @@ def documents_report(config: Config) -> list[str]:
     base = config.source.parent if config.source else Path.cwd()
     files = list_files(base, globs)
     rules = PathRules(context.types, context.scopes)
-    problems = []
+    problems, skipped = [], 0
     for rel, st in sorted(files.items()):
         found = read_document(rel, st, rules, context)
         if isinstance(found, Skipped):
+            skipped += 1
             problems.append(f"documents: WARNING {rel} will be skipped: {found.reason}")
         else:
             problems += [f"documents: WARNING {rel}: {w}" for w in found.warnings]
             if not found.version.chunks:
                 problems.append(f"documents: WARNING {rel} is empty: nothing to inject")
-    usable = len(files) - sum("will be skipped" in p for p in problems)
-    lines = [f"documents: {len(files)} file(s) matched in {base}, {usable} indexable"]
+    indexable = len(files) - skipped
+    lines = [f"documents: {len(files)} file(s) matched in {base}, {indexable} indexable"]
     lines += [f"documents: WARNING '{g}' matches no file" for g in unmatched_globs(base, globs)]
     lines += problems
     if context.knowledge_tokens > context.max_tokens:  # part of the whole: it can never all fit

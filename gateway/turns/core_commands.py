@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from gateway.agent.agent import Agent, payer_of
-from gateway.agent.providers import UNREAD_TOKENS, unread_stand_in
+from gateway.agent.providers import unread_stand_in
 from gateway.core.clock import check_timezone
 from gateway.core.errors import UserInputError
 from gateway.core.llm import LLMMessage
@@ -97,9 +97,7 @@ class CoreCommands:
 
     async def status(self, call: CommandCall) -> str:
         scope = call.scope
-        messages, tokens = await self.conversations.session_stats(
-            scope.session_pk, max_chars=self.max_message_chars, unread_tokens=UNREAD_TOKENS
-        )
+        messages, tokens = await self.conversations.session_stats(scope.session_pk)
         summary_tokens = len(scope.summary) // 4 if scope.summary else 0
         memories = await self.memories.count(scope.user_pk)
         model = self.agent.model if self.agent.llm is not None else "none (set ANTHROPIC_API_KEY)"

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.agent.agent import Agent
 from gateway.agent.context import estimate_tokens
+from gateway.agent.providers import UNREAD_TOKENS
 from gateway.core.errors import UserInputError
 from gateway.core.messages import ChatKind, OutboundKind
 from gateway.core.scope import Scope
@@ -139,10 +140,13 @@ def record_step(
         if not text:
             raise UserInputError(EMPTY_MESSAGE)
         turn.command = parse_command(text)
+        # A message over the limit is never given to the model (a stand-in is, `providers.py`):
+        # its recorded size is the stand-in's, so every count of the history stays true.
+        tokens = UNREAD_TOKENS if len(text) > max_chars else estimate_tokens(text)
         recorded = await conversations.record_inbound(
             inbound,
             kind="command" if turn.command else "chat",
-            tokens=estimate_tokens(text),
+            tokens=tokens,
             now_ms=turn.now_ms,
             dedupe_keys=tuple(dedupe_keys(turn)),
             hooks=hooks,

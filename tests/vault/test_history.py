@@ -90,20 +90,3 @@ def test_windows_are_bounded_by_count_and_by_text_size() -> None:
     recent.put(4, 5, Window(upto=10, messages=(message(1, "z" * 60),), chars=60))
     assert recent.get(3, 5, 10) is None  # over 100 characters: the oldest went
     assert recent.get(4, 5, 10) is not None
-
-
-async def test_session_stats_count_an_unread_message_at_its_stand_ins_size(
-    make_vault: MakeVault,
-) -> None:
-    async with make_vault() as vault:
-        await migrate(vault)
-        conversations = Conversations(vault)
-        for text, tokens in (("short", 2), ("z" * 50, 900)):
-            recorded = await conversations.record_inbound(
-                inbound(text), kind="chat", tokens=tokens, now_ms=1
-            )
-            assert recorded is not None
-        session = recorded.session_pk
-        assert await conversations.session_stats(session) == (2, 902)
-        unread = await conversations.session_stats(session, max_chars=10, unread_tokens=30)
-        assert unread == (2, 32)  # the long one at its stand-in's size
