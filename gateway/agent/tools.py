@@ -13,6 +13,10 @@ and the set only changes when a predicate's answer does (documents indexed, a fi
 predicates should answer from state that changes that rarely. A tool not offered still answers
 if the model calls it.
 
+Every call of an admin-only tool — done, failed or refused — goes to `audited` (the app wires it
+to the audit log), as an admin's `/admin` command or API request does: the model acting for an
+admin is an admin action too.
+
 A tool marked `proactive` is also offered to the proactive gate (`ToolRegistry.proactive`),
 where the model decides about a follow-up with no user present: the tool's owner marks what
 makes sense then (remembering, follow-ups, knowledge), the gate offers nothing else.
@@ -35,6 +39,14 @@ log = logging.getLogger(__name__)
 
 ToolHandler = Callable[[Scope, Any], Awaitable[str]]
 Offered = Callable[[Scope], Awaitable[bool]]
+# (scope, tool name, the call's arguments, outcome "ok" | "error" | "refused", a short result)
+Audited = Callable[[Scope, str, dict[str, Any], str, str], Awaitable[None]]
+
+
+async def _not_audited(
+    scope: Scope, name: str, args: dict[str, Any], outcome: str, result: str
+) -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +67,8 @@ class Tool:
 
 
 class ToolRegistry:
-    def __init__(self) -> None:
+    def __init__(self, *, audited: Audited = _not_audited) -> None:
+        self.audited = audited
         self._tools: dict[str, Tool] = {}
         self._specs: dict[bool, tuple[ToolSpec, ...]] = {}
         self._gate_specs: tuple[ToolSpec, ...] = ()
@@ -108,7 +121,17 @@ class ToolRegistry:
             or (tool.admin_only and not scope.is_admin)
             or (proactive and not (tool.proactive and not tool.admin_only))
         ):
+            if tool is not None and tool.admin_only:
+                await self.audited(scope, tool.name, call.input, "refused", "not allowed")
             return ToolResult(call.id, f"unknown tool: {call.name}", is_error=True)
+        result = await self._run(tool, scope, call)
+        if tool.admin_only:
+            outcome = "error" if result.is_error else "ok"
+            first = result.content.splitlines()[0] if result.content else ""
+            await self.audited(scope, tool.name, call.input, outcome, first)
+        return result
+
+    async def _run(self, tool: Tool, scope: Scope, call: ToolCall) -> ToolResult:
         try:
             args = tool.args.model_validate(call.input)
         except ValidationError as exc:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from gateway.admin.access import AccessCommands
 from gateway.admin.chat import AdminCommands
@@ -61,6 +61,7 @@ from gateway.core.ports import (
     ReportsHealth,
     TakesCommands,
 )
+from gateway.core.scope import Scope
 from gateway.core.slots import TurnSlots
 from gateway.features.contributions import BackgroundJob, Contributions, Feature, Services
 from gateway.turns.auth import authorizer_from
@@ -81,7 +82,7 @@ from gateway.turns.steps import (
 )
 from gateway.turns.turn import Step
 from vault.analyzer import AnalyzerStore
-from vault.audit import AuditLog
+from vault.audit import AuditLog, Outcome
 from vault.backend import vault_for
 from vault.conversations import Conversations
 from vault.inbound import InboundLog
@@ -178,6 +179,15 @@ class App:
         override, stack = self.llm_override, self._stack
         self.llm = override if self.use_llm_override else await open_model(self.config, stack)
 
+    async def _audit_tool(
+        self, scope: Scope, name: str, args: dict[str, Any], outcome: str, result: str
+    ) -> None:
+        """An admin-only tool the model called for an admin: audited like `/admin`."""
+        await self.audit.record(
+            actor=scope.user.key, via=scope.chat.channel, action=f"tool {name}", args=args,
+            outcome=Outcome(outcome), result=result, now_ms=self.clock.now_ms(),
+        )  # fmt: skip
+
     def _build_agent(self) -> None:
         s = self.config.settings
         self.traces = TraceStore(saved=TraceLog(self.vault))
@@ -194,7 +204,7 @@ class App:
                 MemoryProvider(self.memories, s.context.memories),
             ],
         )
-        self.tools = ToolRegistry()
+        self.tools = ToolRegistry(audited=self._audit_tool)
         self.tools.register(*memory_tools(self.memories))
         # Turns step out of their router slot while they wait on the model (`core/slots.py`).
         self.model_health = ModelHealth()

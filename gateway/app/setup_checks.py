@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.core.clock import check_timezone
 from gateway.core.ids import id_problem
 
 CHANNELS = ("telegram", "slack")
@@ -40,9 +40,9 @@ def https(value: str) -> str | None:
 
 def timezone(value: str) -> str | None:
     try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        return f"unknown time zone '{value}' (IANA names like Europe/Berlin or UTC)"
+        check_timezone(value)
+    except ValueError:
+        return f"unknown time zone '{value[:64]}' (IANA names like Europe/Berlin or UTC)"
     return None
 
 

@@ -73,10 +73,12 @@ def wall_ms() -> int:
 
 def check_timezone(name: str) -> str:
     """Return `name` if it is an IANA zone; raise ValueError otherwise."""
-    if not name or name.startswith(("/", ".")) or ".." in name:
+    # The longest IANA name has 32 characters; a much longer one would reach the file system
+    # as a path too long to open (OSError, not the ValueError of a bad name).
+    if not name or len(name) > 64 or name.startswith(("/", ".")) or ".." in name:
         raise ValueError("not an IANA time zone (e.g. Europe/Berlin)")
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError("not an IANA time zone (e.g. Europe/Berlin)") from exc
     return name

@@ -211,7 +211,24 @@ async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:
         llm.enqueue_tool("proactive_scan", {})
         llm.enqueue_text("scanned")
         await say(app, "scan", user="boss")
-        assert last_tool_result(llm).content.startswith("Scan done: 0 dormant")
+        scanned = last_tool_result(llm).content
+        assert scanned.startswith("Scan done: 0 dormant")
+        llm.enqueue_tool("proactive_execute", {"id": 99})
+        llm.enqueue_text("no such")
+        await say(app, "run follow-up 99", user="boss")
+        # The model acting for an admin is an admin action: audited like /admin fire.
+        audited = [
+            (e.actor, e.action, e.args, e.outcome, e.result)
+            for e in reversed(await app.audit.recent(limit=10))
+        ]
+        assert audited == [
+            ("memory:u1", "tool proactive_execute", {"id": 1}, "refused", "not allowed"),
+            ("memory:boss", "tool proactive_execute", {"id": 1}, "ok",
+             "Follow-up #1 runs at the next tick (policy checks still apply)."),
+            ("memory:boss", "tool proactive_scan", {}, "ok", scanned),
+            ("memory:boss", "tool proactive_execute", {"id": 99}, "error",
+             "no pending follow-up #99"),
+        ]  # fmt: skip
 
 
 async def test_a_replayed_registration_adds_no_second_follow_up(app: App, llm: FakeLLM) -> None:

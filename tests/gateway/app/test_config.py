@@ -70,6 +70,14 @@ def test_wrong_type_and_bad_values_one_line_each(tmp_path: Path) -> None:
     assert "lots" not in " ".join(found)
 
 
+def test_a_time_zone_too_long_for_a_path_is_a_bad_value(tmp_path: Path) -> None:
+    # 300 characters reach the file system as a name too long to open (OSError, no ValueError).
+    for name in ("A" * 300, "Europe/" + "B" * 300):
+        path = write(tmp_path, f"[proactive]\ndefault_timezone = '{name}'\n")
+        found = problems(path)
+        assert len(found) == 1 and found[0].startswith("proactive.default_timezone: ")
+
+
 def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm\n")
     assert "invalid TOML" in problems(path)[0]
