@@ -114,6 +114,8 @@ class ProactiveTools:
             at = parse_at(args.at)
         else:
             assert args.delay_minutes is not None
+            if not args.delay_minutes * 60_000 <= MAX_AHEAD_MS:  # also infinity, before int()
+                raise ToolError("the time must be within a year")
             at = now + int(args.delay_minutes * 60_000)
         if at < now + MIN_DELAY_MS:
             raise ToolError("the time must be at least one minute in the future")

@@ -89,6 +89,16 @@ async def test_bad_intent_arguments_are_tool_errors(
     assert await app.feature(ProactiveFeature).store.pending_intents(1) == []
 
 
+@pytest.mark.parametrize("delay", [600_000.0, 1e305, float("inf")])
+async def test_a_delay_beyond_a_year_is_refused_in_words(
+    app: App, llm: FakeLLM, delay: float
+) -> None:
+    llm.enqueue_tool("proactive_intent", {"what": "x", "delay_minutes": delay})
+    llm.enqueue_text("sorry")
+    await say(app, "remind me in a very long time")
+    assert last_tool_result(llm).content == "the time must be within a year"
+
+
 async def test_admin_tools_are_not_offered_to_users(app: App, llm: FakeLLM) -> None:
     llm.enqueue_text("hi")
     await say(app, "hello")
