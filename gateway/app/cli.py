@@ -178,8 +178,8 @@ def parse_since(text: str, now_ms: int) -> int:
     """`24h`, `7d`, `30m` back from now, or an ISO date/time (UTC unless it has an offset)."""
     units = {"m": 60_000, "h": 3_600_000, "d": 86_400_000}
     number, unit = text[:-1], text[-1:].lower()
-    if unit in units and number.isdigit():
-        return now_ms - int(number) * units[unit]
+    if unit in units and number.isascii() and number.isdigit():
+        return max(0, now_ms - int(number) * units[unit])  # longer ago than 1970: everything
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="7d",
         help="how far back: a duration like 24h or 7d, or a date like 2026-11-01",
     )
-    p.add_argument("--limit", type=int, default=200, help="most entries printed")
+    p.add_argument("--limit", type=_positive, default=200, help="most entries printed")
     p = add_command(
         sub,
         "simulate",

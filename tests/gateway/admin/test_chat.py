@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gateway.admin.chat import audited, described
 from gateway.app.app import App
 from gateway.app.cli import parse_since
+from gateway.app.cli_common import UsageError
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
 
@@ -62,6 +65,9 @@ def test_parse_since() -> None:
     assert parse_since("24h", now) == now - 86_400_000
     assert parse_since("7d", now) == now - 7 * 86_400_000
     assert parse_since("1970-01-02", now) == 86_400_000
+    assert parse_since("100000000000000000000h", now) == 0  # before 1970: all of it
+    with pytest.raises(UsageError):
+        parse_since("\u00b2h", now)  # a digit to str.isdigit, not to int()
 
 
 def test_audit_arguments_are_shown_as_words_not_as_a_dict() -> None:
@@ -102,6 +108,10 @@ def test_iris_audit_prints_and_rejects_bad_since(tmp_path: Path) -> None:
     bad = iris("--since", "yesterday-ish")
     assert bad.returncode == 2
     assert "--since: expected 24h" in bad.stderr
+    assert iris("--since", "100000000000000000000h").returncode == 0
+    none = iris("--limit", "0")
+    assert none.returncode == 2
+    assert "--limit: must be a positive whole number" in none.stderr
 
 
 async def test_admin_users_shows_time_zone_and_consent(
