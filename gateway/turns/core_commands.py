@@ -130,6 +130,11 @@ class CoreCommands:
         return f"Time zone set to {zone} (your local time is {local:%H:%M})."
 
     async def memory(self, call: CommandCall) -> str:
+        if call.scope.in_group:  # others read the reply: memories stay between user and Iris
+            return (
+                "Your memories are private, so I don't list them here. Send me "
+                f"{call.hint('memory')} in a direct message."
+            )
         found = await self.memories.listing(call.scope.user_pk)
         if not found:
             return "I don't remember anything about you yet."

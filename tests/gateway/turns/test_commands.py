@@ -163,3 +163,19 @@ async def test_memories_stay_out_of_group_replies(app: App, llm: FakeLLM) -> Non
     group = inbound("@iris what is my salary", chat="team", kind=ChatKind.GROUP, mentioned=True)
     await app.router.submit(group)
     assert "salary is 90k" not in llm.requests[-1].system_dynamic
+
+
+async def test_memory_command_lists_nothing_in_a_group(
+    app: App, llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    from gateway.core.messages import ChatKind
+
+    await app.router.submit(inbound("hello", chat="dm"))
+    user = await app.conversations.get_user(inbound("x").user)
+    assert user is not None
+    await app.memories.remember(user.pk, "interviewing at a competitor", 0)
+    await app.router.submit(inbound("/memory", chat="team", kind=ChatKind.GROUP, mentioned=True))
+    assert "interviewing" not in channel.texts()[-1]
+    assert "direct message" in channel.texts()[-1]
+    await app.router.submit(inbound("/memory", chat="dm"))
+    assert "1. interviewing at a competitor" in channel.texts()[-1]
