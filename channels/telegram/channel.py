@@ -45,6 +45,7 @@ from gateway.core.errors import (
     FatalChannelError,
     VaultError,
 )
+from gateway.core.jsontext import parse_json
 from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
@@ -81,6 +82,7 @@ LINK_CONNECTIONS = 2
 ALLOWED_UPDATES = ("message", "callback_query")
 # The acknowledgement of a button press (the outcome follows as a message).
 PRESSED = "Got it."
+WEBHOOK_MAX_DEPTH = 64  # an update nests a dozen levels at most (a reply's entities)
 
 
 class TelegramChannel:
@@ -336,8 +338,8 @@ class TelegramChannel:
         handler, me = self._handler, self._me
         if handler is None or me is None:
             return WebResponse(status=503, body="not ready")  # Telegram retries later
-        try:
-            body = json.loads(request.body)
+        try:  # bounded: 100,000 `[` would be a RecursionError (a 500) from json.loads
+            body = parse_json(request.body, max_depth=WEBHOOK_MAX_DEPTH)
         except ValueError:
             body = None
         if not isinstance(body, dict):

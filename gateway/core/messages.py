@@ -7,6 +7,7 @@ the agent or the vault. This module imports nothing from the project on purpose.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -44,6 +45,9 @@ class UserRef:
     user_id: str
     display_name: str = field(default="", compare=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "display_name", storable(self.display_name))
+
     @property
     def key(self) -> str:
         return f"{self.channel}:{self.user_id}"
@@ -64,6 +68,23 @@ class Inbound:
     # Extra platform keys that identify the same delivery (e.g. Slack's event_id beside
     # channel+ts); the router dedupes on every one of them.
     dedupe_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", storable(self.text))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD. JSON may carry one (`"\\ud800"`,
+    which Python decodes to a str no UTF-8 encoder takes): saved as it is, it would fail the
+    vault's write, and a platform that redelivers would stop the whole stream on it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -297,6 +297,8 @@ async def test_webhook_checks_the_secret_and_dispatches(api: FakeBotAPI) -> None
             assert inbox.items == []
             assert (await route.handler(webhook_request(b"{not json", "s3cret"))).status == 400
             assert (await route.handler(webhook_request(b"[1, 2]", "s3cret"))).status == 400
+            deep = b"[" * 100_000 + b"]" * 100_000  # a RecursionError for json.loads
+            assert (await route.handler(webhook_request(deep, "s3cret"))).status == 400
             inbox.fail_with.append(VaultError("disk full"))
             assert (await route.handler(webhook_request(body, "s3cret"))).status == 503
             assert (await route.handler(webhook_request(body, "s3cret"))).status == 200

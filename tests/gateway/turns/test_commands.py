@@ -179,3 +179,15 @@ async def test_memory_command_lists_nothing_in_a_group(
     assert "direct message" in channel.texts()[-1]
     await app.router.submit(inbound("/memory", chat="dm"))
     assert "1. interviewing at a competitor" in channel.texts()[-1]
+
+
+async def test_a_lone_surrogate_is_saved_as_a_replacement_character(
+    app: App, llm: FakeLLM, channel: MemoryChannel
+) -> None:
+    # JSON may carry "\\ud800", which decodes to a str no UTF-8 encoder (SQLite's) takes: the
+    # save failed, and a platform that redelivers the batch stopped the whole stream on it.
+    llm.enqueue_text("answered")
+    await app.router.submit(inbound("lone \ud800 surrogate"))
+    assert channel.texts()[-1] == "answered"
+    saved = await app.vault.fetchall("SELECT text FROM messages WHERE role = 'user'")
+    assert [r[0] for r in saved] == ["lone \ufffd surrogate"]
