@@ -12,10 +12,13 @@ from collections.abc import Callable
 
 # The text excludes "[" too: from each "[" of a long run the search would rescan the rest.
 _LINK = re.compile(r"\[([^\[\]\n]+)\]\((https?://[^)\s]+)\)")
-_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_BOLD = re.compile(r"(\*\*)(?=\S)(.+?)(?<=\S)\*\*")
+# `__` inside a word is no markup (`a__b__c`, as in CommonMark), nor around one identifier:
+# `__init__` in a reply is Python's name far more often than a bold "init".
+_BOLD_UNDER = re.compile(r"(?<!\w)(__)(?=\S)(?!\w+__(?!\w))(.+?)(?<=\S)__(?!\w)")
 _ITALIC = re.compile(r"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])")
 _CODE = re.compile(r"`([^`\n]+)`")
-_HEADING = re.compile(r"^#{1,6}\s+", re.MULTILINE)
+_HEADING = re.compile(r"^#{1,6}[^\S\n]+", re.MULTILINE)
 _FENCE = re.compile(r"^```[^\n]*\n?", re.MULTILINE)
 
 
@@ -25,12 +28,13 @@ def utf16_len(text: str) -> int:
 
 def to_plain(markdown: str) -> str:
     """Markdown to readable plain text for the terminal and as a fallback everywhere."""
-    text = _FENCE.sub("", markdown)
-    text = _LINK.sub(r"\1 (\2)", text)
+    text = _FENCE.sub("", markdown.replace("\x00", ""))
+    text, urls = _lift(text, _LINK, lambda m: f"{m.group(1)} ({m.group(2)})")
     text = _BOLD.sub(r"\2", text)
+    text = _BOLD_UNDER.sub(r"\2", text)
     text = _ITALIC.sub(r"\2", text)
     text = _CODE.sub(r"\1", text)
-    return _HEADING.sub("", text).strip()
+    return _restore(_HEADING.sub("", text), urls).strip()
 
 
 def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> list[str]:
@@ -47,11 +51,30 @@ def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> li
             if at > cut // 3:
                 cut = at + len(sep)
                 break
-        chunks.append(rest[:cut].rstrip())
-        rest = rest[cut:].lstrip("\n")
+        chunk, reopen = _close_fence(rest[:cut].rstrip())
+        while reopen is not None and measure(chunk) > limit:
+            smaller = cut - (measure(chunk) - limit)  # room for the closing fence
+            if smaller <= len(reopen):  # no room for any code (a tiny limit): cut as it was
+                chunk, reopen = rest[:cut].rstrip(), None
+                break
+            cut = smaller
+            chunk, reopen = _close_fence(rest[:cut].rstrip())
+        chunks.append(chunk)
+        rest = (reopen or "") + rest[cut:].lstrip("\n")
     if rest.strip() or not chunks:
         chunks.append(rest)
     return [c for c in chunks if c] or [""]
+
+
+def _close_fence(chunk: str) -> tuple[str, str | None]:
+    """`chunk`, closed with a fence if it ends inside a code block, and the fence that reopens
+    the block in the next chunk (None when none is open): each chunk is formatted alone, and
+    half a block would show code as text there and the text after it as code."""
+    ends = list(_FENCED_ENDS.finditer(chunk))
+    last = ends[-1] if ends else None
+    if last is None or last.group(3):
+        return chunk, None
+    return chunk + "\n```", f"```{last.group(1)}\n"
 
 
 def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
@@ -73,8 +96,9 @@ def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
 # the inline patterns (which contain no escapable characters) are rewritten.
 
 _FENCED = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(?:\n?```|\Z)", re.DOTALL)
+_FENCED_ENDS = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(\n?```|\Z)", re.DOTALL)  # + its end
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_HEADING_LINE = re.compile(r"^#{1,6}\s+(.+?)\s*#*$", re.MULTILINE)
+_HEADING_LINE = re.compile(r"^#{1,6}[^\S\n]+(.+?)[^\S\n]*#*$", re.MULTILINE)
 _SLOT = re.compile("\x00(\\d+)\x00")
 
 
@@ -97,8 +121,28 @@ def _lift_code(
     return text, slots
 
 
+def _lift(
+    text: str,
+    pattern: re.Pattern[str],
+    render: Callable[[re.Match[str]], str],
+    slots: list[str] | None = None,
+) -> tuple[str, list[str]]:
+    """Each match of `pattern` rendered and kept aside in `slots` (a link's address must not
+    meet the inline patterns: `/_build_/` is no italic), a placeholder in its place."""
+    kept = [] if slots is None else slots
+
+    def keep(match: re.Match[str]) -> str:
+        kept.append(render(match))
+        return f"\x00{len(kept) - 1}\x00"
+
+    return pattern.sub(keep, text), kept
+
+
 def _restore(text: str, slots: list[str]) -> str:
-    return _SLOT.sub(lambda m: slots[int(m.group(1))], text)
+    # Twice: a link's text may hold a code span lifted before it.
+    for _ in range(2):
+        text = _SLOT.sub(lambda m: slots[int(m.group(1))], text)
+    return text
 
 
 def _html_fence(lang: str, code: str) -> str:
@@ -109,13 +153,16 @@ def _html_fence(lang: str, code: str) -> str:
 def to_telegram_html(markdown: str) -> str:
     """Markdown to Telegram's HTML subset (b, i, s, code, pre, a); everything else escaped."""
     text, slots = _lift_code(markdown, _html_fence, lambda c: f"<code>{_escape(c)}</code>")
-    text = _escape(text)
-    text = _LINK.sub(
-        lambda m: f'<a href="{m.group(2).replace(chr(34), "%22")}">{m.group(1)}</a>', text
+    text, _ = _lift(
+        _escape(text),
+        _LINK,
+        lambda m: f'<a href="{m.group(2).replace(chr(34), "%22")}">{m.group(1)}</a>',
+        slots,
     )
     text = _HEADING_LINE.sub(r"<b>\1</b>", text)
     text = _ITALIC.sub(r"<i>\2</i>", text)
     text = _BOLD.sub(r"<b>\2</b>", text)
+    text = _BOLD_UNDER.sub(r"<b>\2</b>", text)
     text = _STRIKE.sub(r"<s>\1</s>", text)
     return _restore(text, slots)
 
@@ -125,10 +172,12 @@ def to_mrkdwn(markdown: str) -> str:
     text, slots = _lift_code(
         markdown, lambda _lang, code: f"```\n{_escape(code)}\n```", lambda c: f"`{_escape(c)}`"
     )
-    text = _escape(text)
-    text = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1).replace('|', '/')}>", text)
+    text, _ = _lift(
+        _escape(text), _LINK, lambda m: f"<{m.group(2)}|{m.group(1).replace('|', '/')}>", slots
+    )
     text = _ITALIC.sub(r"_\2_", text)
     text = _BOLD.sub(r"*\2*", text)
+    text = _BOLD_UNDER.sub(r"*\2*", text)
     text = _HEADING_LINE.sub(r"*\1*", text)
     text = _STRIKE.sub(r"~\1~", text)
     return _restore(text, slots)
