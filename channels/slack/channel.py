@@ -19,7 +19,9 @@ A click on one of our buttons (`block_actions`, verified like events, through th
 or socket) is saved as the command it carries, then acked; the command's answer is an ordinary
 message in the conversation. A message's buttons become Block Kit under its last chunk.
 The slash command (`/iris <sub> [args]`) is acked once saved and its answer goes back through
-Bolt's `respond` (the response_url), picked by the reply's `reply_to`. Replies elsewhere are
+Bolt's `respond` (the response_url), picked by the reply's `reply_to`; a command replayed
+after a restart has no responder, and its answer goes to its user alone (`chat.postEphemeral`),
+never to the whole channel. Replies elsewhere are
 `chat.postMessage` in the thread. The SDK retries only a connection that was never made;
 a 429 surfaces at once as `DeliveryTransient` with its Retry-After, for delivery to wait
 briefly or leave to the background resend (the SDK's own handler would sleep out any
@@ -68,10 +70,12 @@ from .errors import NOT_SENT, check_respond_status, map_link_errors, map_send_er
 from .events import (
     BUTTON_ACTION,
     CHANNEL,
+    COMMAND_PREFIX,
     SlackIdentity,
     action_to_inbound,
     button_blocks,
     command_to_inbound,
+    command_user,
     event_to_inbound,
     reply_chunks,
 )
@@ -376,10 +380,19 @@ class SlackChannel:
         chunks = reply_chunks(out.text)
         respond = self._responders.get(out.reply_to or "")
         sent = self._progress.sent(out.idempotency_key)
+        private = respond is None and (out.reply_to or "").startswith(COMMAND_PREFIX)
+        user = command_user(out.reply_to or "") or ""
+        if private and not user:
+            # A slash command's answer is the user's alone; with no responder and no user to
+            # show it to (saved by an older version), it is dropped rather than posted to all.
+            log.warning("slack: a command's answer had no one to show it to; not posted")
+            return SentReceipt(platform_message_ids=())
         for index in range(len(sent), len(chunks)):
             if respond is not None:
                 await self._respond(respond, chunks[index])
                 sent.append(f"respond-{index}")
+            elif private:  # its responder is gone (a restart): shown to the user alone
+                sent.append(await self._post_private(out.chat, user, chunks[index]))
             else:
                 last = index == len(chunks) - 1
                 blocks = button_blocks(chunks[index], out.buttons) if last else None
@@ -396,6 +409,13 @@ class SlackChannel:
                 blocks=blocks,
             )  # fmt: skip
         return str(result.get("ts", ""))
+
+    async def _post_private(self, chat: ChatRef, user: str, text: str) -> str:
+        with map_send_errors():
+            result = await self._client.chat_postEphemeral(
+                channel=chat.chat_id, user=user, text=text, thread_ts=chat.thread_id, mrkdwn=True
+            )
+        return str(result.get("message_ts", ""))
 
     async def _respond(self, respond: Respond, text: str) -> None:
         with map_send_errors():

@@ -91,6 +91,18 @@ def event_to_inbound(body: dict[str, Any], me: SlackIdentity) -> Inbound | None:
     )
 
 
+COMMAND_PREFIX = "cmd-"
+
+
+def command_user(message_id: str) -> str | None:
+    """The user who typed the slash command `message_id` is from (None: not a command, or a
+    command saved before the user was in its id)."""
+    if not message_id.startswith(COMMAND_PREFIX):
+        return None
+    user, sep, _ = message_id.removeprefix(COMMAND_PREFIX).partition(":")
+    return user if sep and user else None
+
+
 def command_to_inbound(payload: dict[str, Any]) -> Inbound | None:
     """`/iris clear` -> an `Inbound` with text `/clear`; None if the payload is incomplete."""
     channel, user, trigger = (
@@ -107,7 +119,8 @@ def command_to_inbound(payload: dict[str, Any]) -> Inbound | None:
         chat=ChatRef(channel=CHANNEL, chat_id=str(channel)),
         user=UserRef(channel=CHANNEL, user_id=str(user)),
         text=text,
-        message_id=f"cmd-{trigger}",
+        # The user is in it: a reply whose responder is gone (a restart) is shown to them alone.
+        message_id=f"{COMMAND_PREFIX}{user}:{trigger}",
         kind=ChatKind.DM if is_dm else ChatKind.GROUP,
         # A slash command is addressed to the bot by definition.
         mentioned=True,

@@ -28,6 +28,7 @@ EVENT_SCOPES = {
 METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "auth_test": (),
     "chat_postMessage": ("chat:write",),
+    "chat_postEphemeral": ("chat:write",),
 }
 COMMAND_SCOPE = "commands"
 

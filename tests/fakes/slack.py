@@ -35,6 +35,7 @@ BOT_ID = "BBOT"
 class FakeSlackAPI:
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
+        self.ephemerals: list[dict[str, Any]] = []  # chat.postEphemeral payloads
         self.responses: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.auth_error: str | None = None
@@ -93,6 +94,9 @@ class FakeSlackAPI:
             self.posts.append(payload)
             ts = f"1767225700.{len(self.posts):06d}"
             return web.json_response({"ok": True, "channel": payload.get("channel"), "ts": ts})
+        if method == "chat.postEphemeral":
+            self.ephemerals.append(payload)
+            return web.json_response({"ok": True, "message_ts": "1767225700.999999"})
         if method == "apps.connections.open":
             return web.json_response({"ok": True, "url": self.url.replace("http", "ws") + "/ws"})
         return web.json_response({"ok": False, "error": "unknown_method"}, status=404)

@@ -154,6 +154,27 @@ async def test_slash_command_is_translated_and_answered_through_respond(
     assert fake.posts == []
 
 
+async def test_a_command_answer_without_its_responder_is_shown_to_the_user_alone(
+    running: tuple[SlackChannel, Inbox], fake: FakeSlackAPI
+) -> None:
+    channel, inbox = running
+    body = command_body("admin users", response_url=f"{fake.url}/respond/1")
+    await post(channel, body, signed_headers(body, content_type=FORM))
+    (item,) = await inbox.wait(1)
+    # A restart: the new process has no responder for the replayed command's answer.
+    fresh = make_channel(fake)
+    answer = "Users: U1 (tz Europe/Berlin)"
+    out = Outbound(chat=item.chat, text=answer, idempotency_key="a", reply_to=item.message_id)
+    await fresh.send(out)
+    assert fake.posts == []  # never to the whole channel
+    assert [(e["channel"], e["user"], e["text"]) for e in fake.ephemerals] == [
+        (item.chat.chat_id, item.user.user_id, answer)
+    ]
+    # Saved by an older version, the id names no user: the answer is dropped, not posted.
+    await fresh.send(Outbound(chat=item.chat, text=answer, idempotency_key="b", reply_to="cmd-1.2"))
+    assert fake.posts == [] and len(fake.ephemerals) == 1
+
+
 async def test_send_posts_mrkdwn_in_the_thread(fake: FakeSlackAPI) -> None:
     channel = make_channel(fake)
     chat = ChatRef(channel="slack", chat_id="C1", thread_id="1767225600.000100")
