@@ -10,6 +10,7 @@ so a secret written into the file is an "unknown key" error.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -172,11 +173,32 @@ class TelegramSection(Section):
         return value.rstrip("/")
 
 
+_SLASH_COMMAND = re.compile(r"/[^\sA-Z/]{1,31}")
+
+
 class SlackSection(Section):
     enabled: bool = False
     mode: Literal["socket", "http"] = "socket"
     api_url: str = "https://slack.com/api/"
     command: str = "/iris"
+
+    @field_validator("api_url")
+    @classmethod
+    def _web_api_root(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")):
+            raise ValueError("must be the Web API root, like https://slack.com/api/")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator("command")
+    @classmethod
+    def _slash_command(cls, value: str) -> str:
+        # Slack's rule for a command name (the manifest with any other is refused there).
+        if not _SLASH_COMMAND.fullmatch(value):
+            raise ValueError(
+                "must be a slash command: '/' then up to 31 lowercase letters, digits, - or _, "
+                "like /iris"
+            )
+        return value
 
 
 class LogSection(Section):
@@ -377,11 +399,21 @@ def check_required_secrets(settings: Settings, secrets: Secrets) -> list[str]:
             "SLACK_APP_TOKEN" if settings.slack.mode == "socket" else "SLACK_SIGNING_SECRET"
         )
         needed.append(("slack.mode", mode_secret))
-    return [
+    problems = [
         f"{key}: requires the environment variable {name}"
         for key, name in needed
         if secrets.get(name) is None
     ]
+    if settings.slack.enabled:  # the channel refuses other kinds of token at start
+        shapes = [("SLACK_BOT_TOKEN", "xoxb-", "a bot token")]
+        if settings.slack.mode == "socket":
+            shapes.append(("SLACK_APP_TOKEN", "xapp-", "an app-level token"))
+        problems += [
+            f"{name}: must be {what} (it starts with {prefix})"
+            for name, prefix, what in shapes
+            if not (secrets.get(name) or prefix).startswith(prefix)
+        ]
+    return problems
 
 
 def check_http_needed(settings: Settings) -> list[str]:

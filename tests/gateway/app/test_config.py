@@ -109,6 +109,26 @@ def test_enabled_channel_requires_its_secret(tmp_path: Path) -> None:
     )
 
 
+def test_slack_tokens_of_the_wrong_kind_and_a_bad_command_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "[slack]\nenabled = true\n")
+    env = {"SLACK_BOT_TOKEN": "xoxp-user-token", "SLACK_APP_TOKEN": "xoxb-not-an-app-token"}
+    found = problems(path, env)
+    assert found == [
+        "SLACK_BOT_TOKEN: must be a bot token (it starts with xoxb-)",
+        "SLACK_APP_TOKEN: must be an app-level token (it starts with xapp-)",
+    ]
+    assert "user-token" not in " ".join(found)
+    good = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+    assert load_config(path, env=good).settings.slack.command == "/iris"
+    for command in ("iris", "/Iris", "/iris bot", "/" + "x" * 32):
+        bad = write(tmp_path, f"[slack]\nenabled = true\ncommand = '{command}'\n")
+        (line,) = problems(bad, good)
+        assert line.startswith("slack.command: must be a slash command")
+    bad = write(tmp_path, "[slack]\napi_url = 'not a url'\n")
+    (line,) = problems(bad)
+    assert line.startswith("slack.api_url: must be the Web API root")
+
+
 def test_secrets_repr_hides_values(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, ""), env={"ANTHROPIC_API_KEY": "sk-hidden"})
     assert "sk-hidden" not in repr(config.secrets)
