@@ -213,6 +213,15 @@ def map_error(exc: Exception) -> ModelUnavailable | ModelRejected:
     return ModelRejected(f"model API error ({type(exc).__name__})")
 
 
+def _waiting(
+    error: ModelUnavailable | ModelRejected, message: str, wait: float
+) -> ModelUnavailable | ModelRejected:
+    """`error` again with `message`, and the API's wait if it is an outage."""
+    if isinstance(error, ModelUnavailable):
+        return type(error)(message, retry_after_s=wait)
+    return type(error)(message)
+
+
 def retry_after_s(exc: Exception) -> float | None:
     """The wait the API asked for (`retry-after-ms` or `retry-after` in seconds), if any."""
     if not isinstance(exc, anthropic.APIStatusError):
@@ -302,7 +311,7 @@ class AnthropicLLM:
                 if not _retryable(exc):
                     raise error from exc
                 if wait is not None:
-                    error = type(error)(f"{error}, Retry-After {wait:.3g} s")
+                    error = _waiting(error, f"{error}, Retry-After {wait:.3g} s", wait)
                     self._hold(wait, str(error))
                 if attempt >= self.max_retries:
                     raise error from exc
@@ -310,7 +319,7 @@ class AnthropicLLM:
                     wait = self.backoff_s * 2**attempt * random.uniform(0.75, 1.0)
                 if time.monotonic() + wait >= ends:
                     late = f"waiting {wait:.3g} s would pass the deadline ({deadline_s:.3g} s)"
-                    raise type(error)(f"{error}; {late}") from exc
+                    raise _waiting(error, f"{error}; {late}", wait) from exc
                 await asyncio.sleep(wait)
                 attempt += 1
                 continue
@@ -334,5 +343,7 @@ class AnthropicLLM:
             return
         if self._hold_until >= ends:
             left = self._hold_until - now
-            raise ModelUnavailable(f"{self._hold_reason}: the API asked to wait {left:.0f} s more")
+            raise ModelUnavailable(
+                f"{self._hold_reason}: the API asked to wait {left:.0f} s more", retry_after_s=left
+            )
         await asyncio.sleep(self._hold_until - now)

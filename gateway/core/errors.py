@@ -106,7 +106,12 @@ class ModelNotConfigured(ModelError):
 
 
 class ModelUnavailable(ModelError):
-    """Transient: the model may answer later."""
+    """Transient: the model may answer later; `retry_after_s` is how long the API asked to
+    wait, when it said."""
+
+    def __init__(self, message: str = "", retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class ModelKeyRejected(ModelUnavailable):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from types import TracebackType
@@ -49,8 +50,7 @@ log = logging.getLogger(__name__)
 
 APOLOGY = "Sorry — something went wrong on my side. Your message is saved; please try again."
 MODEL_DOWN = (
-    "Sorry — the model is unavailable right now. Your message is saved; please try again in "
-    "a minute."
+    "Sorry — the model is unavailable right now. Your message is saved; please try again {when}."
 )
 KEY_REFUSED = (
     "Sorry — the model refused this gateway's API key, so I can't answer until an admin "
@@ -64,6 +64,16 @@ NO_MODEL = (
     "No model is configured — set ANTHROPIC_API_KEY and restart Iris. Your message is saved, "
     "and commands work meanwhile (try {help})."
 )
+
+
+def again(retry_after_s: float | None) -> str:
+    """When to try again, from the wait the model API asked for (a minute if it said none)."""
+    if retry_after_s is None or retry_after_s <= 90:
+        return "in a minute"
+    minutes = math.ceil(retry_after_s / 60)
+    if minutes <= 90:
+        return f"in about {minutes} minutes"
+    return f"in about {math.ceil(minutes / 60)} hours"
 
 
 class TurnEnd(StrEnum):
@@ -177,7 +187,7 @@ class Router:
             await self._answer_error(turn, KEY_REFUSED + admin)
         elif isinstance(exc, ModelUnavailable):
             log.warning("model unavailable for %s: %s", turn.inbound.chat.key, exc)
-            await self._answer_error(turn, MODEL_DOWN)
+            await self._answer_error(turn, MODEL_DOWN.format(when=again(exc.retry_after_s)))
         else:
             log.error("turn failed for %s", turn.inbound.chat.key, exc_info=exc)
             await self._answer_error(turn, APOLOGY)

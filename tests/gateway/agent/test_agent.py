@@ -121,7 +121,7 @@ async def test_transient_statuses_become_an_apology(
 ) -> None:
     api.status(status)
     await real_app.router.submit(inbound("hi"))
-    assert channel.texts() == [MODEL_DOWN]
+    assert channel.texts() == [MODEL_DOWN.format(when="in a minute")]
     await real_app.usage.flush()
     ok = await real_app.vault.scalar("SELECT ok FROM llm_calls")
     assert ok == 0

@@ -85,7 +85,8 @@ async def test_a_long_retry_after_is_an_apology_now_with_the_reason_logged_once(
         with caplog.at_level(logging.WARNING):
             await answered(app, "are you there?")
         saved = await app.vault.fetchall("SELECT text FROM messages WHERE role = 'user'")
-    assert channel.texts() == [MODEL_DOWN]
+    # Not "in a minute": the API said ten.
+    assert channel.texts() == [MODEL_DOWN.format(when="in about 10 minutes")]
     assert [row[0] for row in saved] == ["are you there?"]
     reasons = [r.getMessage() for r in caplog.records if "HTTP 429" in r.getMessage()]
     assert len(reasons) == 1 and "rate limit" in reasons[0]
@@ -99,7 +100,7 @@ async def test_a_stalled_model_is_an_apology_at_the_deadline(
         await answered(app, "hello?")
         await app.usage.flush()
         failed = await app.vault.scalar("SELECT count(*) FROM llm_calls WHERE ok = 0")
-    assert channel.texts() == [MODEL_DOWN]
+    assert channel.texts() == [MODEL_DOWN.format(when="in a minute")]
     assert failed == 1
 
 

@@ -219,7 +219,11 @@ async def test_an_unexpected_error_gets_the_fixed_apology_never_its_text() -> No
     ("error", "notice"),
     [
         (UserInputError("That date is in the past."), "That date is in the past."),
-        (ModelUnavailable("HTTP 529 from upstream"), MODEL_DOWN),
+        (ModelUnavailable("HTTP 529 from upstream"), MODEL_DOWN.format(when="in a minute")),
+        (
+            ModelUnavailable("HTTP 429", retry_after_s=3 * 3600),
+            MODEL_DOWN.format(when="in about 3 hours"),
+        ),
         (ModelNotConfigured("no key"), NO_MODEL.format(help="memory!help")),
     ],
 )

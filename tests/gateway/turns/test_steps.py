@@ -125,7 +125,7 @@ async def test_model_outage_apologises_and_keeps_the_message(
 ) -> None:
     llm.enqueue_error(ModelUnavailable("model API unavailable (HTTP 529)"))
     await app.router.submit(inbound("are you there?"))
-    assert channel.texts() == [MODEL_DOWN]
+    assert channel.texts() == [MODEL_DOWN.format(when="in a minute")]
     assert await user_texts(app) == ["are you there?"]
     # the failed call is recorded, and the next message works again
     llm.enqueue_text("back")
