@@ -95,27 +95,39 @@ def limits_step(
             budgets.refused_message()
             log.info("%s is over the message rate; saved, not answered", scope.user.key)
             if rate.notice_due(scope.user_pk, turn.now_ms):
+                try:  # over a budget too, waiting a minute would not help: that notice, once
+                    await budgets.check(payer_of(scope))
+                except OverBudget as exc:
+                    await over_budget(turn, exc)
+                    return
                 raise UserInputError(SLOW_DOWN.format(limit=rate.per_minute))
             return
         try:
             await budgets.check(payer_of(scope))
             await nxt(turn)
         except OverBudget as exc:
-            if await first_notice(scope.user_pk, f"{exc.limit}:{exc.window}", turn.now_ms):
-                if audit is not None:  # once per user and window, as the notice
-                    try:
-                        await audit.record(
-                            actor=scope.user.key,
-                            via=scope.chat.channel,
-                            action="limits over budget",
-                            args={"limit": str(exc.limit), "window": exc.window},
-                            outcome=Outcome.REFUSED,
-                            result="model calls refused until the window resets; notice sent",
-                            now_ms=turn.now_ms,
-                        )
-                    except Exception:  # the notice matters more than its audit entry
-                        log.exception("could not audit %s over %s", scope.user.key, exc.limit)
-                raise
+            await over_budget(turn, exc)
+
+    async def over_budget(turn: Turn, exc: OverBudget) -> None:
+        """Raise `exc` (its notice) once per user and window; after that, silence."""
+        scope = turn.scope
+        assert scope is not None
+        if not await first_notice(scope.user_pk, f"{exc.limit}:{exc.window}", turn.now_ms):
             log.info("%s is over %s; saved, not answered", scope.user.key, exc.limit)
+            return
+        if audit is not None:  # once per user and window, as the notice
+            try:
+                await audit.record(
+                    actor=scope.user.key,
+                    via=scope.chat.channel,
+                    action="limits over budget",
+                    args={"limit": str(exc.limit), "window": exc.window},
+                    outcome=Outcome.REFUSED,
+                    result="model calls refused until the window resets; notice sent",
+                    now_ms=turn.now_ms,
+                )
+            except Exception:  # the notice matters more than its audit entry
+                log.exception("could not audit %s over %s", scope.user.key, exc.limit)
+        raise exc
 
     return limits

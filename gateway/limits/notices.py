@@ -51,7 +51,7 @@ def over_budget(meter: Meter, zone: ZoneInfo) -> str:
 
 
 _PERIOD = {
-    Limit.USER_TOKENS_PER_DAY: "tokens today",
+    Limit.USER_TOKENS_PER_DAY: "today",
     Limit.USER_USD_PER_DAY: "today",
     Limit.USER_USD_PER_MONTH: "this month",
     Limit.GLOBAL_USD_PER_DAY: "today for everyone",
@@ -66,15 +66,19 @@ def status_line(meters: Sequence[Meter], zone: ZoneInfo, *, exempt: bool) -> str
     if exempt:
         return f"Budget: no limits for admins ({spent})" if spent else "Budget: no limits"
     parts = [
-        f"{amount(m, m.remaining)} of {amount(m, m.cap)} left {_PERIOD[m.limit]}"
+        f"{amount(m, m.remaining)} of {amount(m, m.cap)}{' tokens' if m.limit.in_tokens else ''}"
+        f" left {_PERIOD[m.limit]}"
         for m in mine
         if m.cap > 0
     ]
-    everyone = next((m for m in meters if m.limit is Limit.GLOBAL_USD_PER_DAY), None)
-    if everyone is not None and everyone.exhausted:
-        parts.append("the budget for everyone is used up today")
-    if not parts:
-        return f"Budget: no limits ({spent})" if spent else "Budget: no limits"
     day = next((m for m in mine if m.cap > 0 and m.limit is not Limit.USER_USD_PER_MONTH), None)
     resets = f"; the day resets at {when_local(day.resets_at_ms, zone)}" if day else ""
+    everyone = next((m for m in meters if m.limit is Limit.GLOBAL_USD_PER_DAY), None)
+    if everyone is not None and everyone.exhausted:
+        # Its day is the gateway's, not the user's: its own reset time, as the notice says.
+        until = when_local(everyone.resets_at_ms, zone)
+        parts.append(f"the budget for everyone is used up until {until}")
+        resets = resets.replace("the day resets", "your own day resets")
+    if not parts:
+        return f"Budget: no limits ({spent})" if spent else "Budget: no limits"
     return "Budget: " + ", ".join(parts) + resets

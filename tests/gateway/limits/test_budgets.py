@@ -223,6 +223,11 @@ async def test_the_global_budget_stops_everyone_and_names_no_figures(
         assert notice.startswith("I've used today's budget for everyone.")
         assert "09:00 on Tue 6 Jan (Asia/Tokyo)" in notice  # midnight UTC, on their clock
         assert "$" not in notice
+        # /status gives the same time for it (not the user's own midnight).
+        status = (await chat.say("/status", user="other", chat="c2") or "").splitlines()[-1]
+        assert status == (
+            "Budget: the budget for everyone is used up until 09:00 on Tue 6 Jan (Asia/Tokyo)"
+        )
 
 
 async def test_compact_over_budget_says_so_and_calls_nothing(

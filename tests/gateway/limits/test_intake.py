@@ -9,7 +9,7 @@ from gateway.core.clock import ManualClock
 from gateway.limits.intake import MessageRate
 from tests.conftest import app_with
 from tests.fakes import FakeLLM, MemoryChannel, inbound
-from tests.gateway.limits.support import limits_config, local_ms
+from tests.gateway.limits.support import CostingLLM, limits_config, local_ms
 from tests.prom import parse
 
 
@@ -53,3 +53,20 @@ async def test_over_the_rate_saved_not_answered_one_notice_a_minute(tmp_path: Pa
             and labels == {"limit": "user_messages_per_minute"}
         ]  # fmt: skip
         assert refused == [3.0]
+
+
+async def test_over_a_budget_too_the_rate_notice_is_not_sent(tmp_path: Path) -> None:
+    # "Wait a minute and write again" would not help: the budget blocks every answer until it
+    # resets, and its own notice (once) says when.
+    config = limits_config(tmp_path, user_messages_per_minute=1, global_usd_per_day=0.002)
+    channel, llm = MemoryChannel(), CostingLLM(2_500)
+    clock = ManualClock(local_ms("2026-01-05T10:00", "UTC"))
+    async with app_with(config, channel, llm, clock=clock) as app:
+        await app.router.submit(inbound("first", user="u1"))  # spends the global budget
+        assert channel.texts() == ["ok"]
+        clock.advance(61)
+        for n in range(3):
+            await app.router.submit(inbound(f"more {n}", user="u1"))
+        texts = channel.texts()[1:]
+        assert len(texts) == 1 and texts[0].startswith("I've used today's budget for everyone.")
+        assert len(llm.requests) == 1

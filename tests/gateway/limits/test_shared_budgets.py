@@ -185,4 +185,4 @@ async def test_the_app_shares_budgets_on_postgresql_and_keeps_them_in_memory_on_
             await app.router.submit(inbound("hello"))
             await app.router.submit(inbound("/status"))
             status = channel.texts()[-1]
-            assert "99,700 of 100,000 left tokens today" in status
+            assert "99,700 of 100,000 tokens left today" in status
