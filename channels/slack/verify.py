@@ -174,5 +174,7 @@ def _check_kind(payload: dict[str, Any]) -> None:
         view = payload.get("view")
         if not isinstance(view, dict) or not isinstance(view.get("callback_id"), str):
             raise Rejected(400, f"{kind} without a view callback_id")
+        if not isinstance(view.get("type"), str):  # Bolt reads it (a workflow step's save?)
+            raise Rejected(400, f"{kind} without a view type")
     elif kind in _BY_CALLBACK_ID and not isinstance(payload.get("callback_id"), str):
         raise Rejected(400, f"{kind} without a callback_id")

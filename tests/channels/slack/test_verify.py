@@ -121,6 +121,7 @@ def test_stale_future_forged_and_unsigned_requests_are_401() -> None:
         (b'{"type": "block_actions", "actions": [{"block_id": "b"}]}', JSON, "action ids"),
         (b'{"type": "block_suggestion"}', JSON, "action_id"),
         (b'{"type": "view_submission", "view": {}}', JSON, "callback_id"),
+        (b'{"type": "view_submission", "view": {"callback_id": "c"}}', JSON, "view type"),
         (b'{"type": "shortcut"}', JSON, "callback_id"),
         (b'{"command": 5}', JSON, "command is not a string"),
     ],
