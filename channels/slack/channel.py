@@ -78,6 +78,7 @@ from .events import (
     command_user,
     event_to_inbound,
     reply_chunks,
+    thread_only,
 )
 from .verify import Rejected, check_payload, check_signature
 
@@ -283,6 +284,10 @@ class SlackChannel:
         inbound = command_to_inbound(body)
         if inbound is None:
             await ack()
+            return
+        instead = thread_only(inbound, self._me)
+        if instead is not None:  # shown to the user alone; there is nothing to save
+            await ack(text=instead)
             return
         self._responders[inbound.message_id] = respond
         while len(self._responders) > _KEEP:

@@ -103,6 +103,24 @@ def command_user(message_id: str) -> str | None:
     return user if sep and user else None
 
 
+# Commands about one conversation. In a channel each conversation is a thread, and a slash
+# command carries no thread: it would act on an empty conversation of the channel itself.
+THREAD_COMMANDS = frozenset({"clear", "compact", "context", "use", "dismiss"})
+
+
+def thread_only(inbound: Inbound, me: SlackIdentity | None) -> str | None:
+    """What to answer instead of running a slash command that needs a thread, typed in a
+    channel (None: run it)."""
+    name = inbound.text.removeprefix("/").split(" ", 1)[0].lower()
+    if inbound.kind is not ChatKind.GROUP or name not in THREAD_COMMANDS:
+        return None
+    mention = f"<@{me.user_id}>" if me is not None else "@ me"
+    return (
+        f"In a channel, each conversation with me is a thread, and a slash command can't say "
+        f"which one. Write it in the thread itself: {mention} /{name}"
+    )
+
+
 def command_to_inbound(payload: dict[str, Any]) -> Inbound | None:
     """`/iris clear` -> an `Inbound` with text `/clear`; None if the payload is incomplete."""
     channel, user, trigger = (

@@ -175,6 +175,21 @@ async def test_a_command_answer_without_its_responder_is_shown_to_the_user_alone
     assert fake.posts == [] and len(fake.ephemerals) == 1
 
 
+async def test_a_thread_command_typed_in_a_channel_says_where_to_write_it(
+    running: tuple[SlackChannel, Inbox], fake: FakeSlackAPI
+) -> None:
+    channel, inbox = running
+    body = command_body("clear", response_url=f"{fake.url}/respond/1", channel="C1")
+    response = await post(channel, body, signed_headers(body, content_type=FORM))
+    assert response.status == 200
+    assert "each conversation with me is a thread" in response.body
+    assert "/clear" in response.body
+    # Not run on an empty conversation of the channel; other commands still are.
+    body = command_body("status", response_url=f"{fake.url}/respond/2", channel="C1")
+    await post(channel, body, signed_headers(body, content_type=FORM))
+    assert [i.text for i in await inbox.wait(1)] == ["/status"]
+
+
 async def test_send_posts_mrkdwn_in_the_thread(fake: FakeSlackAPI) -> None:
     channel = make_channel(fake)
     chat = ChatRef(channel="slack", chat_id="C1", thread_id="1767225600.000100")
