@@ -40,10 +40,11 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def find_title(docs: list[DocumentRow], title: str) -> DocumentRow:
+def find_title(docs: list[DocumentRow], title: str, context: str = "/context") -> DocumentRow:
+    """The one document `title` names; `context` is how this chat types the command."""
     wanted = title.strip().lower()
     if not wanted:
-        raise UserInputError("Usage: /context why TITLE — a document title from /context docs.")
+        raise UserInputError(f"Usage: {context} why TITLE — a document title from {context} docs.")
     for test in (
         lambda d: d.title.lower() == wanted,
         lambda d: d.title.lower().startswith(wanted),
@@ -55,7 +56,7 @@ def find_title(docs: list[DocumentRow], title: str) -> DocumentRow:
         if len(found) > 1:
             names = "; ".join(d.title for d in found[:5])
             raise UserInputError(f"'{title[:60]}' matches several documents: {names}.")
-    raise UserInputError(f"No document titled '{title[:60]}' here. See /context docs.")
+    raise UserInputError(f"No document titled '{title[:60]}' here. See {context} docs.")
 
 
 class ContextCommands:
@@ -158,7 +159,8 @@ class ContextCommands:
             said.append(f"Your next message gets the new version of: {'; '.join(renewed)}.")
         if pinned:
             said.append(
-                f"Changed, kept as given until the next session (/clear starts one): "
+                f"Changed, kept as given until the next session ({call.hint('clear')} starts "
+                "one): "
                 f"{'; '.join(pinned)}."
             )
         return " ".join(said)
@@ -176,7 +178,7 @@ class ContextCommands:
     async def why(self, call: CommandCall, title: str) -> str:
         await self.indexer.ready()
         docs = await self.store.visible(self.rules.visible(call.scope))
-        doc = find_title(docs, title)
+        doc = find_title(docs, title, call.hint("context"))
         history = await self.injections.history(call.scope.chat_pk, doc.id)
         if not history:
             return f"“{doc.title}” ({short(doc.content_hash)}) was never given to me in this chat."
@@ -191,7 +193,7 @@ class ContextCommands:
         scope = call.scope
         if not scope.is_admin:
             await self.events.refused(scope.user.key, scope.chat.channel, args)
-            raise NotAllowed("/context events is for admins only.")
+            raise NotAllowed(f"{call.hint('context')} events is for admins only.")
         words = args.split()
         verb = words.pop(0).lower() if words else "list"
         if verb == "list" and not words:
@@ -210,7 +212,8 @@ class ContextCommands:
             info = await self.events.change(words[0], priority=priority, actor=actor, via=via)
             return f"Done: {describe(info)}. Applies from the next message."
         raise UserInputError(
-            "Usage: /context events list | enable NAME | disable NAME | priority NAME N"
+            f"Usage: {call.hint('context')} events list | enable NAME | disable NAME | "
+            "priority NAME N"
         )
 
     @staticmethod

@@ -67,6 +67,29 @@ async def test_context_why_lists_the_injection_history(chat: Chat, tmp_path: Pat
     assert "Usage: /context why TITLE" in await chat("/context why")
 
 
+class SlashChannel(MemoryChannel):
+    """A channel whose commands are typed as one slash command's words, like Slack's."""
+
+    def command_hint(self, command: str) -> str:
+        return f"/iris {command}"
+
+
+async def test_context_replies_name_the_commands_as_this_channel_types_them(
+    tmp_path: Path,
+) -> None:
+    channel = SlashChannel()
+    async with app_with(admin_config(tmp_path), channel, FakeLLM()) as app:
+        chat = Chat(app, channel, FakeLLM())
+        assert await chat("/context why") == (
+            "Usage: /iris context why TITLE — a document title from /iris context docs."
+        )
+        assert "See /iris context docs." in await chat("/context why nothing")
+        assert await chat("/context events list", user="someone") == (
+            "/iris context events is for admins only."
+        )
+        assert "Usage: /iris context events list |" in await chat("/context events frob")
+
+
 async def test_events_are_for_admins_and_refusals_are_audited(chat: Chat) -> None:
     reply = await chat("/context events list", user="someone")
     assert "for admins only" in reply
