@@ -134,6 +134,9 @@ class ProactiveCommands:
             if used:
                 lines.append("While deciding I used: " + "; ".join(describe(c) for c in used))
         considered = await self.calls.last_considered(scope.user_pk, chat)
+        unsent = await self.calls.last_unsent(scope.user_pk, chat)
+        if unsent is not None and (considered is None or unsent.at_ms > considered.at_ms):
+            considered = unsent  # ended later, tool calls or not (consent off, a budget)
         if considered is not None and (
             last is None
             or (
@@ -148,9 +151,13 @@ class ProactiveCommands:
             lines.append(
                 f"{'Since then' if last else 'But'} I considered "
                 f"{item_label(considered.source, considered.id)} ({when:%Y-%m-%d %H:%M}: "
-                f'"{considered.what}") and {verb} — {considered.reason or considered.status}. '
-                "What I did while deciding stays done: "
-                + "; ".join(describe(c) for c in considered.calls)
+                f'"{considered.what}") and {verb} — {considered.reason or considered.status}.'
+                + (
+                    " What I did while deciding stays done: "
+                    + "; ".join(describe(c) for c in considered.calls)
+                    if considered.calls
+                    else ""
+                )
             )
         return "\n".join(lines)
 

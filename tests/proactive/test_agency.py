@@ -63,6 +63,19 @@ async def test_the_model_remembers_then_skips_and_the_memory_stays(tmp_path: Pat
         assert "memory_remember(text='moves to Lisbon in May') -> remembered as memory #1" in answer
 
 
+async def test_why_names_an_item_skipped_without_tool_calls(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h:
+        user, chat = await h.user("u1")
+        await h.intent(user, chat, what="ask about the move")
+        h.llm.enqueue_tool("proactive_decision", {"action": "skip", "reason": "not useful now"})
+        assert (await h.engine().tick()).outcomes == {"skipped": 1}
+        answer = await why(h)
+        assert "I haven't sent you any proactive message yet." in answer
+        assert 'I considered follow-up #1' in answer and '"ask about the move"' in answer
+        assert "did not send it — gate: not useful now." in answer
+        assert "While deciding" not in answer and "stays done" not in answer
+
+
 @pytest.mark.parametrize("decision", ["skip", "send"])
 async def test_a_crash_between_a_tool_call_and_the_decision(tmp_path: Path, decision: str) -> None:
     """The run dies after the memory was kept; the next run repeats the call (the tool and the

@@ -141,3 +141,35 @@ class GateCalls:
             at_ms=int(row["at"]),
             calls=await self.of_item(source, int(row["item_id"])),
         )
+
+    async def last_unsent(self, user: int, chat: int | None = None) -> Considered | None:
+        """The user's item that most recently ended without a message (skipped by the gate,
+        the policy or a budget; expired; failed), tool calls or not (in `chat`, if given);
+        `at_ms` is when it ended."""
+        where = "user = ? AND finished_at IS NOT NULL"
+        where += " AND status IN ('skipped', 'expired', 'failed', 'uncertain')"
+        where += " AND chat = ?" if chat is not None else ""
+        params: tuple[int, ...] = (user,) if chat is None else (user, chat)
+        row = await self.vault.fetchone(
+            f"""SELECT * FROM (
+                  SELECT 'intent' AS source, id, kind, what, status, reason, finished_at
+                  FROM proactive_intents WHERE {where}
+                  UNION ALL
+                  SELECT 'trigger', id, type, context, status, reason, finished_at
+                  FROM proactive_triggers WHERE {where})
+                ORDER BY finished_at DESC, id DESC LIMIT 1""",
+            params * 2,
+        )
+        if row is None:
+            return None
+        source: Source = "intent" if row["source"] == "intent" else "trigger"
+        return Considered(
+            source=source,
+            id=int(row["id"]),
+            kind=str(row["kind"] or ""),
+            what=str(row["what"] or ""),
+            status=str(row["status"] or ""),
+            reason=str(row["reason"] or ""),
+            at_ms=int(row["finished_at"]),
+            calls=await self.of_item(source, int(row["id"])),
+        )
