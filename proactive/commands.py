@@ -22,6 +22,13 @@ from vault.proactive.store import ProactiveStore
 _QUIET = re.compile(r"(\d{1,2})(?::00)?\s*-\s*(\d{1,2})(?::00)?")
 
 
+# Said with the user's own setting while `[proactive] enabled = false`: nothing is sent then.
+ENGINE_OFF = (
+    "(This gateway's admin has switched proactive messages off for now, so none will come "
+    "until they switch them back on.)"
+)
+
+
 class ProactiveCommands:
     def __init__(
         self,
@@ -31,7 +38,9 @@ class ProactiveCommands:
         plog: ProactiveLog,
         policy: PolicyConfig,
         calls: GateCalls,
+        engine_on: bool = True,
     ) -> None:
+        self.engine_on = engine_on
         self.conversations = conversations
         self.store = store
         self.plog = plog
@@ -49,6 +58,10 @@ class ProactiveCommands:
         ]  # fmt: skip
 
     async def proactive(self, call: CommandCall) -> str:
+        said = await self._proactive(call)
+        return said if self.engine_on else f"{said} {ENGINE_OFF}"
+
+    async def _proactive(self, call: CommandCall) -> str:
         arg = call.args.strip().lower()
         scope = call.scope
         if arg in ("on", "off"):
@@ -176,12 +189,10 @@ class ProactiveCommands:
             f"{' (reminder)' if i.is_reminder else ''}: {i.what}"
             for i in items
         ]
-        return (
-            "Pending follow-ups (cancel one with "
-            + call.hint("cancel")
-            + " ID):\n"
-            + "\n".join(lines)
+        listing = f"Pending follow-ups (cancel one with {call.hint('cancel')} ID):\n" + "\n".join(
+            lines
         )
+        return listing if self.engine_on else f"{listing}\n{ENGINE_OFF}"
 
     async def cancel(self, call: CommandCall) -> str:
         item_id = parse_item_id(

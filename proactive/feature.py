@@ -52,6 +52,7 @@ class ProactiveFeature:
                 plog=plog,
                 policy=policy,
                 calls=GateCalls(s.vault),
+                engine_on=settings.enabled,
             ).commands()
         )
         c.record_hook(engagement_record_hook)

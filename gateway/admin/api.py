@@ -215,7 +215,8 @@ class AdminApi:
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         if not self._authorized(request):
             return _error(401, "unauthorized", "send Authorization: Bearer <IRIS_API_TOKEN>")
-        return web.json_response(openapi(self._reads, self._writes, self._extra))
+        document = openapi(self._reads, self._writes, self._extra, proactive=self._ops is not None)
+        return web.json_response(document)
 
     def _read(self, read: ApiRead) -> Operation:
         async def run(request: web.Request, args: None) -> JSON:

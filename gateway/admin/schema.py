@@ -288,10 +288,15 @@ _STATUS_TEXT = {
 
 
 def openapi(
-    reads: Sequence[ApiRead] = (), writes: Sequence[ApiWrite] = (), routes: Sequence[ApiRoute] = ()
+    reads: Sequence[ApiRead] = (),
+    writes: Sequence[ApiWrite] = (),
+    routes: Sequence[ApiRoute] = (),
+    *,
+    proactive: bool = True,
 ) -> dict[str, Any]:
     """The document, with the features' reads (`GET path?user=`), writes (`POST path`) and
-    other routes beside the built-in paths."""
+    other routes beside the built-in paths; without `proactive` (the engine is off), no
+    `/proactive/*` path, as the server then serves none."""
     components: dict[str, Any] = {}
     features = [
         Endpoint("get", r.path, r.summary, user_query=r.user_required, errors=(404,)) for r in reads
@@ -303,7 +308,8 @@ def openapi(
         for r in routes
     ]  # fmt: skip
     paths: dict[str, Any] = {}
-    for endpoint in [*ENDPOINTS, *features]:
+    built_in = [e for e in ENDPOINTS if proactive or not e.path.startswith("/proactive/")]
+    for endpoint in [*built_in, *features]:
         paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint, components)
     return {
         "openapi": "3.1.0",

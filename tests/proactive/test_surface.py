@@ -185,12 +185,15 @@ async def test_engagement_is_marked_when_the_user_writes_within_24h(app: App, ll
 
 
 async def test_disabled_engine_registers_no_tools_and_no_background(tmp_path: Path) -> None:
-    config = make_config(tmp_path, proactive={"enabled": False})
-    async with app_with(config, MemoryChannel(), FakeLLM()) as app:  # fmt: skip
+    config, channel = make_config(tmp_path, proactive={"enabled": False}), MemoryChannel()
+    async with app_with(config, channel, FakeLLM()) as app:
         assert app.feature(ProactiveFeature).engine is None
         # Other features may run jobs of their own; none is the proactive engine's.
         assert [j for j in app.contributions.jobs if j.__module__.startswith("proactive")] == []
         assert "proactive" in app.commands.names()
+        # Nothing can be sent: the commands say so rather than "I may follow up".
+        await say(app, "/proactive on")
+        assert "switched proactive messages off for now" in channel.texts()[-1]
 
 
 async def test_admin_tools_scan_execute_and_engage(tmp_path: Path) -> None:

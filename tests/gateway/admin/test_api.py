@@ -155,6 +155,20 @@ async def test_actions_are_audited(client: TestClient[Any, Any], app: App) -> No
     ]
 
 
+async def test_without_the_engine_the_document_lists_no_proactive_path(app: App) -> None:
+    api = AdminApi(
+        token=TOKEN, ops=None, stats=app.stats, metrics=app.metrics, audit=app.audit, clock=app.clock
+    )
+    web_app = web.Application()
+    for method, path, handler in api.routes():
+        web_app.router.add_route(method, path, handler)
+    async with TestClient(TestServer(web_app, host="127.0.0.1")) as client:
+        spec = await (await client.get("/openapi.json", headers=AUTH)).json()
+        assert "/stats" in spec["paths"]
+        assert [p for p in spec["paths"] if p.startswith("/proactive/")] == []
+        assert (await client.post("/proactive/scan", headers=AUTH, json={})).status == 404
+
+
 async def test_stats_metrics_and_openapi(client: TestClient[Any, Any]) -> None:
     stats = await (await client.get("/stats", headers=AUTH)).json()
     assert set(stats) == {"24h", "30d", "replicas"}
