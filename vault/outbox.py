@@ -82,7 +82,7 @@ def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool
 
 _COLUMNS = (
     "id, idempotency_key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts, "
-    "buttons"
+    "buttons, platform_ids"
 )
 
 
@@ -98,6 +98,10 @@ def _buttons(text: str | None) -> tuple[tuple[Button, ...], ...]:
     )
 
 
+def _ids(text: str | None) -> tuple[str, ...]:
+    return tuple(str(i) for i in json.loads(text)) if text else ()
+
+
 def _row(row: Row, *, created: bool = True) -> OutboxRow:
     thread = row["thread_id"]
     return OutboxRow(
@@ -109,6 +113,8 @@ def _row(row: Row, *, created: bool = True) -> OutboxRow:
             reply_to=row["reply_to"] or None,
             kind=OutboundKind(row["kind"]),
             buttons=_buttons(row["buttons"]),
+            # A row not yet sent keeps the chunks an earlier attempt delivered (`mark_retry`).
+            sent_chunks=_ids(row["platform_ids"]) if row["status"] == "pending" else (),
         ),
         status=row["status"],
         attempts=row["attempts"],
@@ -321,8 +327,18 @@ class Outbox:
 
         await self.vault.run(sent)
 
-    async def mark_retry(self, row_id: int, error: str, next_attempt_ms: int) -> None:
-        await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)
+    async def mark_retry(
+        self, row_id: int, error: str, next_attempt_ms: int, sent: Sequence[str] = ()
+    ) -> None:
+        """Back to `pending` until `next_attempt_ms`; `sent`: the platform ids of the chunks
+        that went out already (a retry, here or after a restart, sends the rest)."""
+        if sent:
+            ids = json.dumps(list(sent))
+            await self._set(
+                row_id, "pending", error, next_attempt_ms=next_attempt_ms, platform_ids=ids
+            )
+        else:
+            await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)
 
     async def mark_failed(self, row_id: int, error: str) -> None:
         await self._set(row_id, "failed", error)

@@ -51,7 +51,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.common import ChunkProgress
+from channels.common import ChunkProgress, chunks_so_far
 from gateway.core.clock import wall_ms
 from gateway.core.errors import ChannelUnavailable, FatalChannelError, VaultError
 from gateway.core.messages import (
@@ -384,7 +384,7 @@ class SlackChannel:
     async def send(self, out: Outbound) -> SentReceipt:
         chunks = reply_chunks(out.text)
         respond = self._responders.get(out.reply_to or "")
-        sent = self._progress.sent(out.idempotency_key)
+        sent = self._progress.sent(out.idempotency_key, out.sent_chunks)
         private = respond is None and (out.reply_to or "").startswith(COMMAND_PREFIX)
         user = command_user(out.reply_to or "") or ""
         if private and not user:
@@ -393,17 +393,29 @@ class SlackChannel:
             log.warning("slack: a command's answer had no one to show it to; not posted")
             return SentReceipt(platform_message_ids=())
         for index in range(len(sent), len(chunks)):
-            if respond is not None:
-                await self._respond(respond, chunks[index])
-                sent.append(f"respond-{index}")
-            elif private:  # its responder is gone (a restart): shown to the user alone
-                sent.append(await self._post_private(out.chat, user, chunks[index]))
-            else:
-                last = index == len(chunks) - 1
-                blocks = button_blocks(chunks[index], out.buttons) if last else None
-                sent.append(await self._post(out.chat, chunks[index], blocks))
+            with chunks_so_far(sent):
+                sent.append(await self._send_chunk(out, chunks, index, respond, user, private))
         self._progress.done(out.idempotency_key)
         return SentReceipt(platform_message_ids=tuple(sent))
+
+    async def _send_chunk(
+        self,
+        out: Outbound,
+        chunks: list[str],
+        index: int,
+        respond: Respond | None,
+        user: str,
+        private: bool,
+    ) -> str:
+        """Chunk `index` of `out`, by the command's responder, to its user alone, or posted."""
+        if respond is not None:
+            await self._respond(respond, chunks[index])
+            return f"respond-{index}"
+        if private:  # its responder is gone (a restart): shown to the user alone
+            return await self._post_private(out.chat, user, chunks[index])
+        last = index == len(chunks) - 1
+        blocks = button_blocks(chunks[index], out.buttons) if last else None
+        return await self._post(out.chat, chunks[index], blocks)
 
     async def _post(
         self, chat: ChatRef, text: str, blocks: list[dict[str, Any]] | None = None

@@ -29,7 +29,7 @@ from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest
 
-from channels.common import ChunkProgress
+from channels.common import ChunkProgress, chunks_so_far
 from gateway.core.errors import DeliveryTransient
 from gateway.core.messages import ChatRef, Outbound, SentReceipt
 
@@ -67,12 +67,13 @@ class Sender:
 
     async def send(self, out: Outbound) -> SentReceipt:
         chunks = reply_chunks(out.text)
-        sent = self._progress.sent(out.idempotency_key)
+        sent = self._progress.sent(out.idempotency_key, out.sent_chunks)
         for index in range(len(sent), len(chunks)):
             html, plain = chunks[index]
-            message = await self._send_chunk(
-                out, html, plain, first=index == 0, last=index == len(chunks) - 1
-            )
+            with chunks_so_far(sent):
+                message = await self._send_chunk(
+                    out, html, plain, first=index == 0, last=index == len(chunks) - 1
+                )
             sent.append(str(message.message_id))
         self._progress.done(out.idempotency_key)
         return SentReceipt(platform_message_ids=tuple(sent))

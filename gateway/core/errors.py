@@ -133,9 +133,15 @@ class DeliveryError(IrisError):
 
 
 class DeliveryTransient(DeliveryError):
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+    """Not delivered, worth retrying. `sent`: the platform ids of the message's chunks that
+    did go out before this one failed (a long reply), so a retry sends only the rest."""
+
+    def __init__(
+        self, message: str, retry_after_s: float | None = None, sent: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.sent = sent
 
 
 class DeliveryUncertain(DeliveryError):

@@ -109,6 +109,9 @@ class Outbound:
     reply_to: str | None = None
     kind: OutboundKind = OutboundKind.REPLY
     buttons: tuple[tuple[Button, ...], ...] = ()
+    # Platform ids of the chunks of this text an earlier attempt delivered (a long reply cut
+    # short by a rate limit, kept in its outbox row): the channel sends the rest only.
+    sent_chunks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

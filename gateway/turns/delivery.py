@@ -42,7 +42,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gateway.core.errors import (
@@ -345,8 +345,10 @@ class Delivery:
                     return await self._failed(row, reason, channel_trouble=True)
                 delay = self._backoff(attempt, exc.retry_after_s)
                 await self.outbox.mark_retry(
-                    row.id, str(exc), self.clock.now_ms() + int(delay * 1000)
+                    row.id, str(exc), self.clock.now_ms() + int(delay * 1000), exc.sent
                 )
+                if len(exc.sent) > len(out.sent_chunks):  # the next attempt sends the rest
+                    out = replace(out, sent_chunks=exc.sent)
                 if waited + delay > max_wait_s:
                     self._put_off(row, exc, delay, on_sent)
                     return DeliveryResult(DeliveryStatus.QUEUED, row.id)

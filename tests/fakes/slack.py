@@ -35,6 +35,7 @@ BOT_ID = "BBOT"
 class FakeSlackAPI:
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
+        self.rate_limit_after = 0  # posts that go through before the 429s start
         self.ephemerals: list[dict[str, Any]] = []  # chat.postEphemeral payloads
         self.responses: list[dict[str, Any]] = []
         self.calls: list[str] = []
@@ -51,8 +52,9 @@ class FakeSlackAPI:
         self.unacked: dict[str, tuple[web.WebSocketResponse | None, dict[str, Any]]] = {}
         self.redelivered = 0
 
-    def rate_limit(self, times: int, retry_after: str = "0") -> None:
-        self.rate_limited, self.retry_after = times, retry_after
+    def rate_limit(self, times: int, retry_after: str = "0", *, after: int = 0) -> None:
+        """Answer `times` posts with 429, once `after` more posts went through."""
+        self.rate_limited, self.retry_after, self.rate_limit_after = times, retry_after, after
 
     async def wait_for(self, predicate: Any) -> None:
         async with self.changed:
@@ -82,7 +84,9 @@ class FakeSlackAPI:
                 {"ok": True, "user_id": BOT_USER, "bot_id": BOT_ID, "user": "iris", "team": "T1"}
             )
         if method == "chat.postMessage":
-            if self.rate_limited > 0:
+            if self.rate_limit_after > 0:
+                self.rate_limit_after -= 1
+            elif self.rate_limited > 0:
                 self.rate_limited -= 1
                 return web.json_response(
                     {"ok": False, "error": "ratelimited"},

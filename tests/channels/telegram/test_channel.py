@@ -83,6 +83,25 @@ async def test_retry_of_a_split_reply_does_not_repeat_chunks(
     assert len(receipt.platform_message_ids) == 2
 
 
+async def test_a_split_reply_cut_short_says_which_chunks_went_out(
+    api: FakeBotAPI, tg: TelegramChannel
+) -> None:
+    """For the outbox row: a process that restarts has no memory of the attempt, and is
+    handed the chunks that went out (`Outbound.sent_chunks`) to send only the rest."""
+    text = ("a" * 4000) + "\n\n" + ("b" * 100)
+    api.send_script.extend([None, error(429, "Too Many Requests", retry_after=600)])
+    with pytest.raises(DeliveryTransient) as caught:
+        await tg.send(out(text))
+    assert len(caught.value.sent) == 1
+    fresh = TelegramChannel(token=TOKEN, base_url=BASE)  # as after a restart
+    async with fresh:
+        resumed = Outbound(chat=out(text).chat, text=text, idempotency_key="k",
+                           sent_chunks=caught.value.sent)  # fmt: skip
+        receipt = await fresh.send(resumed)
+    assert [m["text"][:1] for m in api.sent] == ["a", "b"]
+    assert receipt.platform_message_ids[0] == caught.value.sent[0]
+
+
 async def test_unparseable_html_is_resent_as_plain_text(
     api: FakeBotAPI, tg: TelegramChannel
 ) -> None:
