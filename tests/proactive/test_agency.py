@@ -71,7 +71,7 @@ async def test_why_names_an_item_skipped_without_tool_calls(tmp_path: Path) -> N
         assert (await h.engine().tick()).outcomes == {"skipped": 1}
         answer = await why(h)
         assert "I haven't sent you any proactive message yet." in answer
-        assert 'I considered follow-up #1' in answer and '"ask about the move"' in answer
+        assert "I considered follow-up #1" in answer and '"ask about the move"' in answer
         assert "did not send it — gate: not useful now." in answer
         assert "While deciding" not in answer and "stays done" not in answer
 

@@ -157,7 +157,12 @@ async def test_actions_are_audited(client: TestClient[Any, Any], app: App) -> No
 
 async def test_without_the_engine_the_document_lists_no_proactive_path(app: App) -> None:
     api = AdminApi(
-        token=TOKEN, ops=None, stats=app.stats, metrics=app.metrics, audit=app.audit, clock=app.clock
+        token=TOKEN,
+        ops=None,
+        stats=app.stats,
+        metrics=app.metrics,
+        audit=app.audit,
+        clock=app.clock,
     )
     web_app = web.Application()
     for method, path, handler in api.routes():
