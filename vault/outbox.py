@@ -327,6 +327,11 @@ class Outbox:
 
         await self.vault.run(sent)
 
+    async def join_history(self, row_id: int, now_ms: int) -> None:
+        """The row's text joins its history now, before it is sent (once: see
+        `record_history_in`)."""
+        await self.vault.run(lambda raw: record_history_in(raw, row_id, now_ms))
+
     async def mark_retry(
         self, row_id: int, error: str, next_attempt_ms: int, sent: Sequence[str] = ()
     ) -> None:

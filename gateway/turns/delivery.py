@@ -19,9 +19,11 @@ background resend (`run()`) sends the row when it is due. A long Retry-After the
 freezes a chat, and many of them never freeze the gateway. Order within a chat holds because a
 new message to a chat that still has an open (pending or sending) row is written `pending`
 behind it (`QUEUED` at once), and the resend only ever sends the first open row of each chat.
-`on_sent` of a queued row is kept in memory (after a restart the row is sent without it); a
-reply's place in the history (`History`) is kept in the row, so it joins its session whichever
-process sends it or settles it `uncertain`.
+`on_sent` of a queued row is kept in memory (after a restart the row is sent without it). A
+reply joins its session's history (`History`, kept in the row) when it is sent or settles
+`uncertain` — or, when it is queued, at once: it is what was answered, and the chat's next turn,
+which no longer waits for it, must not see the question unanswered and answer it again (and the
+history keeps the order of question and answer). One queued that fails in the end stays there.
 
 `deliver_pending()` (proactive sends, whose rows another component writes) keeps its retries
 in place: its caller records the item's outcome from the result.
@@ -148,6 +150,7 @@ class Delivery:
             return DeliveryResult(DeliveryStatus.DUPLICATE, row.id)
         if behind:
             log.debug("outbox #%d waits behind an earlier message to %s", row.id, out.chat.key)
+            await self.outbox.join_history(row.id, self.clock.now_ms())
             self._leave_to_resend(row.id, out.chat.channel, on_sent, "behind")
             return DeliveryResult(DeliveryStatus.QUEUED, row.id)
         with self._holding(row.id):
@@ -350,6 +353,8 @@ class Delivery:
                 if len(exc.sent) > len(out.sent_chunks):  # the next attempt sends the rest
                     out = replace(out, sent_chunks=exc.sent)
                 if waited + delay > max_wait_s:
+                    # Before the resend is woken, with no wait between: it skips a held row.
+                    await self.outbox.join_history(row.id, self.clock.now_ms())
                     self._put_off(row, exc, delay, on_sent)
                     return DeliveryResult(DeliveryStatus.QUEUED, row.id)
                 await self.clock.sleep(delay)

@@ -400,4 +400,34 @@ async def test_rate_limited_replies_hold_no_chat_and_no_router_slot(tmp_path: Pa
         answered = [o.reply_to for o in channel.sent if o.chat.chat_id == "a"]
         assert answered == [m.message_id for m in to_a]  # in order within the chat
         replies = await app.vault.fetchall("SELECT text FROM messages WHERE role = 'assistant'")
-        assert len(replies) == 5  # each entered the history when it was delivered
+        assert len(replies) == 5  # each entered the history once (when queued, or sent)
+
+
+async def test_a_reply_held_by_a_rate_limit_is_in_the_next_turns_history(tmp_path: Path) -> None:
+    """The next message is answered before the held reply goes out: its turn must see that
+    the first question was answered (else a model answers it again), in the right order."""
+    channel, llm, clock = MemoryChannel(), FakeLLM(), ManualClock()
+    async with app_with(make_config(tmp_path), channel, llm, clock) as app:
+        channel.fail_with.append(DeliveryTransient("429", retry_after_s=LONG))
+        llm.enqueue_text("answer one").enqueue_text("answer two").enqueue_text("answer three")
+        await app.router.submit(inbound("question one"))
+        await app.router.submit(inbound("question two"))  # queued behind the held reply
+        await app.router.submit(inbound("question three"))
+        assert channel.sent == []
+        turns = [
+            [(m.role, " ".join(p.text for p in m.parts if hasattr(p, "text"))) for m in r.messages]
+            for r in llm.requests
+        ]
+        assert turns[2] == [
+            ("user", "question one"),
+            ("assistant", "answer one"),
+            ("user", "question two"),
+            ("assistant", "answer two"),
+            ("user", "question three"),
+        ]
+        saved = await app.vault.fetchall("SELECT role, text FROM messages ORDER BY id")
+        assert [tuple(r) for r in saved] == [
+            ("user", "question one"), ("assistant", "answer one"),
+            ("user", "question two"), ("assistant", "answer two"),
+            ("user", "question three"), ("assistant", "answer three"),
+        ]  # fmt: skip

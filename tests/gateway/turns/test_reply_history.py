@@ -1,7 +1,7 @@
 """A reply joins the session history when it was, or may have been, delivered — also when its
 send is settled by a later process: after a crash (the row left `sending`), after a stop that
-cut the send off, and when the background resend of a later process delivers a queued reply.
-Otherwise the model would see two user turns in a row."""
+cut the send off — or as soon as it is queued for later, so the chat's next turn sees the
+question answered. Otherwise the model would see two user turns in a row."""
 
 from __future__ import annotations
 
@@ -127,14 +127,15 @@ def out(key: str, text: str) -> Outbound:
     return Outbound(chat=CHAT, text=text, idempotency_key=key)
 
 
-async def test_a_queued_reply_sent_by_the_next_process_joins_the_history(tmp_path: Path) -> None:
+async def test_a_queued_reply_joins_the_history_at_once_and_once(tmp_path: Path) -> None:
     vault, outbox, where = await _outbox(tmp_path)
     try:
         clock, channel = ManualClock(), MemoryChannel()
         channel.fail_with.append(DeliveryTransient("429", retry_after_s=600))
         first = Delivery(outbox=outbox, channels={"memory": channel}, clock=clock)
         assert (await first.deliver(out("k1", "later"), history=where)).status == "queued"
-        assert await history(vault) == [("user", "hello")]
+        # Answered, if not yet delivered: the chat's next turn must not answer it again.
+        assert await history(vault) == [("user", "hello"), ("assistant", "later")]
         # The process stops; the next one's background resend sends the row when due.
         second = Delivery(outbox=outbox, channels={"memory": channel}, clock=clock)
         await second.settle_interrupted()
