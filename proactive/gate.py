@@ -13,6 +13,7 @@ conversation; only the message that is finally sent becomes an assistant turn.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -237,6 +238,11 @@ def _from_tool(raw: dict[str, object]) -> Decision:
 
 
 def _defer(hours: float, reason: str) -> Decision:
-    if not 0.25 <= hours <= MAX_DEFER_HOURS:
-        return Decision("skip", reason=f"defer of {hours:g} h out of range", malformed=True)
+    if math.isnan(hours):
+        return Decision("skip", reason="defer without a number of hours", malformed=True)
+    if not 0.25 <= hours <= MAX_DEFER_HOURS:  # "later" is clear: a defer never drops the item
+        kept = min(max(hours, 0.25), MAX_DEFER_HOURS)
+        return Decision(
+            "defer", reason=f"{reason} ({hours:g} h asked, {kept:g} h kept)", hours=kept
+        )
     return Decision("defer", reason=reason, hours=hours)

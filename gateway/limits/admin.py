@@ -123,7 +123,7 @@ def _line(item: dict[str, Any]) -> str:
     def show(value: float | int) -> str:
         return f"{value:,}" if unit == "tokens" else dollars(value)
 
-    cap = "no limit" if item["cap"] is None else f"of {show(item['cap'])}"
+    cap = "(no limit)" if item["cap"] is None else f"of {show(item['cap'])}"
     reserved = f" (+{show(item['reserved'])} in flight)" if item["reserved"] else ""
     return (
         f"• {item['limit']} {item['window']}: {show(item['spent'])} spent{reserved} {cap}; "

@@ -105,7 +105,8 @@ class CoreCommands:
         budget = await guard.remaining(payer_of(scope)) if guard is not None else None
         return (
             f"Model: {model}\n"
-            f"In context: {messages} messages, ~{tokens + summary_tokens} of "
+            f"In context: {messages} message{'' if messages == 1 else 's'}, "
+            f"~{tokens + summary_tokens} of "
             f"{self.context_budget} tokens{' (with a summary)' if scope.summary else ''}\n"
             f"Memories: {memories}\n"
             f"Time zone: {scope.timezone or self.default_timezone + ' (default)'}"

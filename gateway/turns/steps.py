@@ -39,7 +39,10 @@ NOT_AUTHORIZED_PAIRING = (
     "Sorry — you're not authorized to use this assistant yet. Your pairing code is {code}: "
     "an admin can let you in with `{allow} {code}` (your id is `{id}`)."
 )
-EMPTY_MESSAGE = "I received an empty message — please send some text."
+EMPTY_MESSAGE = (
+    "I can only read text, and this message had none (a sticker, a voice note, a photo or a "
+    "file without a caption?). Please write it out."
+)
 TOO_LONG = (
     "That message is too long ({length} characters; the limit is {limit}). It is saved, but I "
     "won't answer it: please shorten it or split it into parts."

@@ -185,7 +185,7 @@ async def test_message_without_text_gets_a_clear_request_for_text(tmp_path: Path
     async with serving(tmp_path, llm) as (_, api):
         api.queue_updates(sticker)
         (reply,) = await api.wait_sent(1)
-    assert "empty message" in reply["text"]
+    assert "I can only read text" in reply["text"]
     assert llm.requests == []
 
 

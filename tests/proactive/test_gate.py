@@ -40,8 +40,6 @@ def test_tool_call_decisions() -> None:
         {"action": "send", "message": "Hi! [DEFER 2h]"},
         {"action": "send", "message": "HEARTBEAT_OK"},
         {"action": "send", "message": "x" * 5000},
-        {"action": "defer", "hours": 0},
-        {"action": "defer", "hours": 500},
         {"action": "explode"},
         {"message": "no action"},
     ],
@@ -50,6 +48,13 @@ def test_unusable_tool_calls_become_malformed_skips(args: dict[str, Any]) -> Non
     decision = parse_decision(tool(args))
     assert decision.action == "skip"
     assert decision.malformed
+
+
+@pytest.mark.parametrize(("hours", "kept"), [(0, 0.25), (500, 72.0), (float("inf"), 72.0)])
+def test_a_defer_out_of_range_is_kept_within_it(hours: float, kept: float) -> None:
+    decision = parse_decision(tool({"action": "defer", "hours": hours, "reason": "busy"}))
+    assert (decision.action, decision.hours, decision.malformed) == ("defer", kept, False)
+    assert decision.reason == f"busy ({hours:g} h asked, {kept:g} h kept)"
 
 
 def test_exact_text_markers_are_accepted() -> None:

@@ -167,7 +167,7 @@ async def test_empty_and_oversized_messages(
         await app.router.submit(inbound("   "))
         await app.router.submit(inbound("x" * 11))
         assert llm.requests == []
-        assert "empty message" in channel.texts()[0]
+        assert "I can only read text" in channel.texts()[0]
         assert "too long (11 characters; the limit is 10)" in channel.texts()[1]
         assert await user_texts(app) == ["x" * 11]  # saved, not answered
         # Later turns do not carry it to the model (nor pay for its size): a stand-in does.
