@@ -60,6 +60,8 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
     for status in channel_statuses(config):
         print(f"channel {status.name}: {'on' if status.enabled else 'off'} — {status.reason}")
     print(http_line(config))
+    for line in limits_report(config):
+        print(line)
     for line in documents_report(config):  # a warning only: the files may come later
         print(line)
     if args.online:
@@ -75,6 +77,37 @@ def http_line(config: Config) -> str:
         return "http: off ([http] enabled = true serves /healthz, webhooks and the admin API)"
     api = "on" if config.secrets.get("IRIS_API_TOKEN") else "off (set IRIS_API_TOKEN to turn it on)"
     return f"http: on, http://{http.host}:{http.port} — admin API {api}"
+
+
+def limits_report(config: Config) -> list[str]:
+    """What `[limits]` allows, in words, and a warning for caps that contradict each other."""
+    from gateway.limits.notices import dollars
+
+    lim = config.settings.limits
+
+    def per(value: float, unit: str, off: str) -> str:
+        return f"{dollars(value)} {unit}" if value else off
+
+    parts = [
+        "per user " + per(lim.user_usd_per_day, "a day", "no daily cap") + ", "
+        + per(lim.user_usd_per_month, "a month", "no monthly cap"),
+        "everyone " + per(lim.global_usd_per_day, "a day", "no daily cap"),
+        f"{lim.user_tokens_per_day:,} tokens a day per user"
+        if lim.user_tokens_per_day
+        else "no token cap",
+        f"{lim.user_messages_per_minute} messages a minute per user"
+        if lim.user_messages_per_minute
+        else "no message rate limit",
+        "admins exempt" if lim.admins_exempt else "admins not exempt",
+    ]  # fmt: skip
+    lines = ["limits: " + "; ".join(parts)]
+    if 0 < lim.user_usd_per_month < lim.user_usd_per_day:
+        lines.append(
+            f"limits: WARNING user_usd_per_day ({dollars(lim.user_usd_per_day)}) is above "
+            f"user_usd_per_month ({dollars(lim.user_usd_per_month)}): the month's cap stops a "
+            "user first"
+        )
+    return lines
 
 
 def _where(config: Config) -> str:

@@ -157,6 +157,24 @@ def test_doctor_lists_only_the_secrets_this_configuration_needs(tmp_path: Path) 
     assert "secret IRIS_API_TOKEN: missing (for the admin HTTP API (optional))" in out
 
 
+def test_doctor_says_what_the_limits_allow_and_warns_of_caps_that_contradict(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.toml").write_text(
+        "[limits]\nuser_usd_per_day = 60\nuser_usd_per_month = 50\nglobal_usd_per_day = 0\n"
+        "user_messages_per_minute = 5\n"
+    )
+    result = iris(tmp_path, "doctor")
+    lines = [line for line in result.stdout.splitlines() if line.startswith("limits:")]
+    assert lines == [
+        "limits: per user $60.00 a day, $50.00 a month; everyone no daily cap; no token cap; "
+        "5 messages a minute per user; admins not exempt",
+        "limits: WARNING user_usd_per_day ($60.00) is above user_usd_per_month ($50.00): the "
+        "month's cap stops a user first",
+    ]
+    assert result.returncode == 0  # a warning: the configuration still runs
+
+
 class _Stalling(BaseHTTPRequestHandler):
     """A model that takes each request and never answers it (until `released`)."""
 
