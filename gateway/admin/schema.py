@@ -288,12 +288,9 @@ _STATUS_TEXT = {
 
 
 def openapi(
-    reads: Sequence[ApiRead] = (),
-    writes: Sequence[ApiWrite] = (),
-    routes: Sequence[ApiRoute] = (),
-    *,
-    proactive: bool = True,
-) -> dict[str, Any]:
+    reads: Sequence[ApiRead] = (), writes: Sequence[ApiWrite] = (), routes: Sequence[ApiRoute] = (),
+    *, proactive: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     """The document, with the features' reads (`GET path?user=`), writes (`POST path`) and
     other routes beside the built-in paths; without `proactive` (the engine is off), no
     `/proactive/*` path, as the server then serves none."""

@@ -10,7 +10,6 @@ so a secret written into the file is an "unknown key" error.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -29,6 +28,7 @@ from pydantic_settings.exceptions import SettingsError
 from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.analyzer.settings import AnalyzerSection
+from gateway.app.config_channels import SlackSection, TelegramSection
 from gateway.app.config_sources import (
     env_file_for,
     known_keys,
@@ -152,53 +152,6 @@ class HTTPSection(Section):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(8787, ge=0, le=65535)
-
-
-class TelegramSection(Section):
-    enabled: bool = False
-    mode: Literal["polling", "webhook"] = "polling"
-    base_url: str = "https://api.telegram.org/bot"
-    webhook_url: str = ""
-    webhook_path: str = "/telegram/webhook"
-
-    @field_validator("base_url")
-    @classmethod
-    def _bot_api_root(cls, value: str) -> str:
-        # python-telegram-bot appends the token to this string: without the /bot suffix every
-        # call would go to a wrong URL and fail as an invalid token, over and over.
-        if not value.startswith(("https://", "http://")) or not value.rstrip("/").endswith("/bot"):
-            raise ValueError(
-                "must be the Bot API root ending in /bot, like https://api.telegram.org/bot"
-            )
-        return value.rstrip("/")
-
-
-_SLASH_COMMAND = re.compile(r"/[^\sA-Z/]{1,31}")
-
-
-class SlackSection(Section):
-    enabled: bool = False
-    mode: Literal["socket", "http"] = "socket"
-    api_url: str = "https://slack.com/api/"
-    command: str = "/iris"
-
-    @field_validator("api_url")
-    @classmethod
-    def _web_api_root(cls, value: str) -> str:
-        if not value.startswith(("https://", "http://")):
-            raise ValueError("must be the Web API root, like https://slack.com/api/")
-        return value if value.endswith("/") else value + "/"
-
-    @field_validator("command")
-    @classmethod
-    def _slash_command(cls, value: str) -> str:
-        # Slack's rule for a command name (the manifest with any other is refused there).
-        if not _SLASH_COMMAND.fullmatch(value):
-            raise ValueError(
-                "must be a slash command: '/' then up to 31 lowercase letters, digits, - or _, "
-                "like /iris"
-            )
-        return value
 
 
 class LogSection(Section):
