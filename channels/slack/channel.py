@@ -49,6 +49,8 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.common import ChunkProgress, chunks_so_far
@@ -80,7 +82,7 @@ from .events import (
     reply_chunks,
     thread_only,
 )
-from .verify import Rejected, check_payload, check_signature
+from .verify import Rejected, check_envelope_payload, check_payload, check_signature
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +214,7 @@ class SlackChannel:
         return SlackIdentity(user_id=str(result["user_id"]), bot_id=str(result.get("bot_id", "")))
 
     async def _connect_socket(self) -> AsyncSocketModeHandler:
-        handler = AsyncSocketModeHandler(self._app, self._app_token, web_client=self._client)
+        handler = _CheckedSocketHandler(self._app, self._app_token, web_client=self._client)
         try:
             with map_link_errors("apps.connections.open", "SLACK_APP_TOKEN"):
                 await handler.connect_async()  # type: ignore[no-untyped-call]
@@ -438,6 +440,21 @@ class SlackChannel:
         with map_send_errors():
             result = await respond(text=text, response_type="ephemeral")
         check_respond_status(getattr(result, "status_code", 200))
+
+
+class _CheckedSocketHandler(AsyncSocketModeHandler):
+    """Socket Mode with the HTTP route's payload check: an envelope Bolt would fail on is
+    acked and dropped with one log line, not left unacked (Slack would deliver it again on
+    every reconnect, each time with a traceback)."""
+
+    async def handle(self, client: Any, req: SocketModeRequest) -> None:
+        try:
+            check_envelope_payload(req.payload)
+        except Rejected as exc:
+            log.warning("slack: malformed Socket Mode envelope (%s); acked, dropped", exc.reason)
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            return
+        await super().handle(client, req)
 
 
 def _retry_later() -> BoltResponse:

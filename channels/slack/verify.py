@@ -103,6 +103,15 @@ def check_payload(body: bytes, content_type: str | None) -> str:
     return text
 
 
+def check_envelope_payload(payload: object) -> None:
+    """A Socket Mode envelope's payload (already parsed by the SDK), checked as `check_payload`
+    checks an HTTP body: `Rejected` if Bolt would fail on it."""
+    if not isinstance(payload, dict):
+        raise Rejected(400, "envelope payload is not an object")
+    _check_object(payload, "")
+    _check_kind(payload)
+
+
 def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         value = parse_json(raw, max_depth=MAX_DEPTH)

@@ -286,6 +286,32 @@ async def test_socket_mode_receives_acks_and_reports_health(fake: FakeSlackAPI) 
     assert not channel.health().connected
 
 
+async def test_a_malformed_socket_envelope_is_acked_and_dropped(
+    fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    inbox = Inbox()
+    channel = SlackChannel(
+        bot_token=BOT_TOKEN, mode="socket", app_token="xapp-test", api_url=f"{fake.url}/api/"
+    )
+    async with channel:
+        task = asyncio.create_task(channel.run(inbox))
+        try:
+            await asyncio.wait_for(channel.started.wait(), 5)
+            await fake.wait_for(lambda: fake.sockets)
+            with caplog.at_level(logging.WARNING):
+                await fake.push_event("env-bad", '{"type": "event_callback", "event": "garbage"}')
+                await fake.wait_for(lambda: fake.acks)
+            assert fake.acks[0]["envelope_id"] == "env-bad"  # not delivered again and again
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+                "slack: malformed Socket Mode envelope (event is not an object); acked, dropped"
+            ]
+            await fake.push_event("env-2", event_body(dm_event("after it")))
+            assert [i.text for i in await inbox.wait(1)] == ["after it"]
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
+
+
 async def test_socket_mode_clicks_are_saved_then_acked(fake: FakeSlackAPI) -> None:
     inbox = Inbox()
     channel = SlackChannel(
