@@ -125,7 +125,7 @@ class SlackChannel:
             signing_secret=signing_secret or "",
             request_verification_enabled=mode == "http",
             process_before_response=True,
-            logger=logging.getLogger("slack_bolt.iris"),
+            logger=_bolt_logger(),
         )
         self._register_listeners()
         self._me: SlackIdentity | None = None
@@ -440,6 +440,21 @@ class SlackChannel:
         with map_send_errors():
             result = await respond(text=text, response_type="ephemeral")
         check_respond_status(getattr(result, "status_code", 200))
+
+
+def _bolt_logger() -> logging.Logger:
+    """Bolt's logger, without its warning that the token is unused beside our client: Bolt
+    reads SLACK_BOT_TOKEN from the environment itself, where our secrets are, and said so at
+    every start although nothing is wrong."""
+    logger = logging.getLogger("slack_bolt.iris")
+    if not any(isinstance(f, _TokenNote) for f in logger.filters):
+        logger.addFilter(_TokenNote())
+    return logger
+
+
+class _TokenNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
 
 
 class _CheckedSocketHandler(AsyncSocketModeHandler):

@@ -444,3 +444,12 @@ async def test_buttons_are_block_kit_under_the_last_chunk(fake: FakeSlackAPI) ->
     assert (
         last["blocks"][0]["text"]["text"] == last["text"]
     )  # the text is shown, not only a fallback
+
+
+async def test_no_warning_about_the_token_bolt_reads_from_the_environment(
+    fake: FakeSlackAPI, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)  # where `iris run` keeps it, Bolt too
+    with caplog.at_level(logging.WARNING):
+        make_channel(fake)
+    assert [r.getMessage() for r in caplog.records] == []
