@@ -324,7 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(args, "plain"):  # `iris init`: it writes the configuration, so none is loaded
         return int(args.plain(args))
     try:
-        config = load_config(getattr(args, "config", None))
+        config = load_config(
+            getattr(args, "config", None), secrets=getattr(args, "needs_secrets", True)
+        )
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)

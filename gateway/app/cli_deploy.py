@@ -39,6 +39,7 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "-> From an app manifest: bot scopes, events, the slash command, interactivity and "
         "Socket Mode as this configuration uses them.",
     )
+    p.set_defaults(needs_secrets=False)  # the first setup step: the tokens come from the app
     p.add_argument(
         "--mode",
         choices=["socket", "http"],

@@ -292,8 +292,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from exc
 
 
-def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Load and validate everything; raise ConfigError listing every problem."""
+def load_config(
+    path: Path | None = None, env: Mapping[str, str] | None = None, *, secrets: bool = True
+) -> Config:
+    """Load and validate everything; raise ConfigError listing every problem. Without
+    `secrets`, the secrets an enabled feature needs may still be missing (a command that only
+    prints something from the configuration, run before the tokens exist)."""
     source = resolve_config_path(path)
     env, warnings = merged_environment(env_file_for(source), os.environ if env is None else env)
     env = lists_from_csv(env, Settings, ENV_PREFIX)
@@ -311,14 +315,15 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         _ENVIRON.reset(token)
     if problems or settings is None:
         raise ConfigError(problems)
-    secrets = Secrets.from_env(env)
-    problems = check_required_secrets(settings, secrets) + check_http_needed(settings)
+    found = Secrets.from_env(env)
+    problems = check_required_secrets(settings, found) if secrets else []
+    problems += check_http_needed(settings)
     problems += settings.limits.unpriced(
         {"llm.model": settings.llm.model, "analyzer.confirm_model": settings.analyzer.confirm_model}
     )
     if problems:
         raise ConfigError(problems)
-    return Config(settings=settings, secrets=secrets, source=source, warnings=tuple(warnings))
+    return Config(settings=settings, secrets=found, source=source, warnings=tuple(warnings))
 
 
 def secrets_needed(settings: Settings) -> list[tuple[str, str]]:

@@ -39,6 +39,12 @@ def test_slack_manifest_follows_the_config(tmp_path: Path) -> None:
     socket = json.loads(iris(tmp_path, "slack", "manifest", "--mode", "socket").stdout)
     assert socket["settings"]["socket_mode_enabled"] is True
     assert "chat:write" in socket["oauth_config"]["scopes"]["bot"]
+    # The README's first step, with Slack already enabled and no token yet: it still prints.
+    (tmp_path / "config.toml").write_text('[slack]\nenabled = true\nmode = "socket"\n')
+    early = iris(tmp_path, "slack", "manifest")
+    assert early.returncode == 0, early.stderr
+    assert json.loads(early.stdout)["settings"]["socket_mode_enabled"] is True
+    assert iris(tmp_path, "doctor").returncode == 2  # everything else still needs the tokens
 
 
 def test_service_install_writes_a_user_unit_and_prints_the_next_step(tmp_path: Path) -> None:
