@@ -88,12 +88,15 @@ async def copy(args: argparse.Namespace, config: Config) -> int:
     if not await asyncio.to_thread(source.is_file):
         raise UsageError(f"SRC {source} is not a SQLite vault file")
     vault_for(source, url)  # says which extra is missing, if one is
-    from vault.pg.copy import copy_vault
+    from vault.pg.copy import CopyConflict, copy_vault
     from vault.pg.vault import PgVault
 
     with exclusive(source):
         async with vault_for(source) as sqlite, PgVault(url, key="URL") as pg:
-            counts = await copy_vault(sqlite, pg)
+            try:
+                counts = await copy_vault(sqlite, pg)
+            except CopyConflict as exc:
+                raise UsageError(str(exc)) from None
     width = max(len(c.table) for c in counts)
     for c in counts:
         mark = "" if c.matches else "  <- differs"

@@ -7,6 +7,12 @@ of `CHUNK` rows, each chunk one transaction; every row goes in with `ON CONFLICT
 running the copy again (after an interruption, or to check) adds only what is missing and never
 doubles a row. Afterwards each identity sequence is moved past the highest copied id, so new
 rows never collide with copied ones. The result is the row count of every table on both sides.
+
+That only holds while the target has nothing but rows of this source: a database where Iris
+already ran has its own users and chats under the same ids, and a copy would file one user's
+messages under another's chat. So before anything is written, every user and chat of the target
+must be the source's row of the same id (an empty target, or one an earlier run of this same
+copy filled); otherwise `CopyConflict` says which row differs and nothing is copied.
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ from vault.pg.connection import PgRaw, mapped_errors
 from vault.pg.vault import PgVault
 
 CHUNK = 2000
+# Tables whose rows other rows point at by id, with the columns that say whose a row is.
+_IDENTITIES = {"users": ("channel", "user_id"), "chats": ("channel", "chat_id", "thread_id")}
+
+
+class CopyConflict(Exception):
+    """The target holds rows that are not this source's: copying would mix them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +119,29 @@ def _identities(raw: PgRaw) -> list[tuple[str, str]]:
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
+async def _check_target(source: Vault, target: PgVault) -> None:
+    for table, key in _IDENTITIES.items():
+        columns = ", ".join(("id", *key))
+        theirs = await target.fetchall(f"SELECT {columns} FROM {table} ORDER BY id")
+        if not theirs:
+            continue
+        ours = {
+            int(r[0]): tuple(r[1:]) for r in await source.fetchall(f"SELECT {columns} FROM {table}")
+        }
+        for row in theirs:
+            if ours.get(int(row[0])) != tuple(row[1:]):
+                raise CopyConflict(
+                    f"the PostgreSQL vault already holds other data ({table} #{row[0]}, "
+                    f"{':'.join(str(v) for v in row[1:] if v)}, is not the SQLite vault's): "
+                    "copy into an empty database"
+                )
+
+
 async def copy_vault(source: Vault, target: PgVault) -> list[TableCount]:
     """Copy every row of `source` (SQLite) that `target` (PostgreSQL) lacks; count both."""
     await migrate(source)
     await migrate(target)
+    await _check_target(source, target)
     tables = await source.read(_tables)
     for table, columns in tables:
         offset = 0

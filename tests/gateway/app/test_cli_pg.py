@@ -116,3 +116,21 @@ def test_copy_refuses_bad_arguments_with_one_line(tmp_path: Path, pg_url: str) -
     assert bad.returncode == 2
     [line] = bad.stderr.strip().splitlines()
     assert line.startswith("config error: URL: cannot connect")
+
+
+def test_copy_refuses_a_database_that_holds_other_users(tmp_path: Path, pg_url: str) -> None:
+    """Iris already ran on it: its user #1 is someone else, and a copy would file the SQLite
+    vault's messages under that user's chats."""
+    assert iris(tmp_path, "chat", stdin="carol's secret\n").returncode == 0
+    assert iris(tmp_path, "db", "migrate", env={"IRIS_VAULT__URL": pg_url}).returncode == 0
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(
+            b"INSERT INTO users (id, channel, user_id, first_seen_ms, last_seen_ms) "
+            b"VALUES (1, 'telegram', '4002', 0, 0)"
+        )
+    refused = iris(tmp_path, "db", "copy", "iris.db", pg_url)
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert "already holds other data (users #1, telegram:4002" in line
+    assert "copy into an empty database" in line
+    assert rows(pg_url, "SELECT count(*) FROM messages") == [(0,)]  # nothing was written
