@@ -15,6 +15,7 @@ through the same writer, while leader locks live on connections of their own (`l
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from gateway.core.errors import ConfigError, VaultError
 from vault.batch import Batcher, SyncBody
@@ -222,14 +223,31 @@ class PgVault(Vault):
                 "which is not on PATH"
             )
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+        # The password goes in pg_dump's environment, not its command line (which any local
+        # user can read while it runs); the dump goes to a side file, renamed when complete,
+        # so a failed dump leaves no empty file that would refuse the next try.
+        params = conninfo_to_dict(self.url)
+        password = params.pop("password", None)
+        env = {**os.environ, **({"PGPASSWORD": str(password)} if password else {})}
+        partial = target.with_name(target.name + ".partial")
+        dbname = make_conninfo("", **params)
         process = await asyncio.create_subprocess_exec(
-            pg_dump, "--format=custom", f"--file={target}", f"--dbname={self.url}",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            pg_dump, "--format=custom", f"--file={partial}", f"--dbname={dbname}",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
         )  # fmt: skip
-        _, err = await process.communicate()
-        if process.returncode != 0:
-            reason = err.decode(errors="replace").strip().splitlines()
-            raise VaultError(f"pg_dump failed: {reason[-1] if reason else process.returncode}")
+        try:
+            try:
+                _, err = await process.communicate()
+            finally:
+                if process.returncode is None:  # cancelled: the dump stops too
+                    process.kill()
+                    await asyncio.shield(process.wait())
+            if process.returncode != 0:
+                reason = err.decode(errors="replace").strip().splitlines()
+                raise VaultError(f"pg_dump failed: {reason[-1] if reason else process.returncode}")
+            await asyncio.to_thread(partial.rename, target)
+        finally:
+            await asyncio.to_thread(partial.unlink, missing_ok=True)
 
 
 def schema_version(raw: PgRaw) -> int:

@@ -87,6 +87,34 @@ def test_backup_uses_pg_dump_and_says_so_when_it_is_missing(
     assert not (tmp_path / "b" / "other.dump").exists()
 
 
+def test_a_failed_backup_leaves_no_file_and_keeps_the_password_off_the_command_line(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # A pg_dump that writes half a file and fails (as one of another major version does),
+    # noting what it was given.
+    fake = tmp_path / "bin" / "pg_dump"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo "$@" > "$0.args"; echo "$PGPASSWORD" > "$0.env"\n'
+        'for a in "$@"; do case $a in --file=*) printf half > "${a#--file=}";; esac; done\n'
+        "echo 'pg_dump: error: aborting because of server version mismatch' >&2; exit 1\n"
+    )
+    fake.chmod(0o755)
+    url = pg_url.replace("postgres:@", "postgres:S3cretPw@", 1)  # trusted locally: ignored
+    env = {"IRIS_VAULT__URL": url, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    assert iris(tmp_path, "db", "migrate", env=env).returncode == 0
+    for _ in range(2):  # and again: no leftover file refuses the retry
+        failed = iris(tmp_path, "db", "backup", "vault.dump", env=env)
+        assert failed.returncode == 1
+        assert "pg_dump failed: pg_dump: error: aborting because of server version" in (
+            failed.stderr
+        )
+        assert sorted(p.name for p in tmp_path.iterdir() if "dump" in p.name) == []
+    assert "S3cretPw" not in (fake.parent / "pg_dump.args").read_text()
+    assert (fake.parent / "pg_dump.env").read_text().strip() == "S3cretPw"
+
+
 def test_copy_moves_a_sqlite_vault_idempotently_with_counts(tmp_path: Path, pg_url: str) -> None:
     assert iris(tmp_path, "chat", stdin="/tz Asia/Tokyo\nfirst\nsecond\n").returncode == 0
     first = iris(tmp_path, "db", "copy", "iris.db", pg_url)
