@@ -9,7 +9,8 @@ from gateway.features.settings import Section
 
 class SubscriptionsSection(Section):
     enabled: bool = True
-    # A topic pattern matches when the embedder's cosine reaches this (lexical: half the words).
+    # With the embedder, a topic matches a text nearer to it than to everyday subjects, and
+    # whose cosine with it reaches this too (raise it to be stricter); lexical: half its words.
     topic_threshold: float = Field(0.5, ge=0, le=1)
     webhook_timeout_s: float = Field(10.0, gt=0, le=120)
     webhook_max_attempts: int = Field(6, ge=1, le=50)

