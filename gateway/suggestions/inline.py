@@ -55,6 +55,11 @@ def in_trace(traces: TraceStore, scope: Scope) -> tuple[set[str], set[str]]:
 
 
 def already_given(c: Candidate, titles: set[str], hashes: set[str]) -> bool:
+    """Whether the request carried `c`, so offering it adds nothing. Never for a document
+    that changed since it was given or is superseded: the reply may rest on the old text,
+    which is exactly what the user must hear."""
+    if c.type in (ItemType.CHANGE, ItemType.WARNING):
+        return False
     if c.key.startswith("doc:"):
         return c.title in titles
     if c.key.startswith("memory:"):

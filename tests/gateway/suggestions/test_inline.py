@@ -171,3 +171,20 @@ async def test_a_button_under_an_older_block_acts_on_its_own_item(tmp_path: Path
         assert len(await w.app.vault.fetchall("SELECT id FROM suggestions")) == 2
         assert (await w.say(older))[0].startswith("Dismissed")
         assert [s for _, s in await statuses(w)] == ["dismissed", "shown"]
+
+
+def test_a_changed_or_superseded_document_the_request_carried_is_still_offered() -> None:
+    """The reply may rest on the old or superseded text: that is what the user must hear,
+    whereas a document the request carried as it is adds nothing."""
+    from gateway.suggestions.finder import Candidate, ItemType
+    from gateway.suggestions.inline import already_given
+
+    def doc(kind: ItemType) -> Candidate:
+        return Candidate(key="doc:5", type=kind, title="ADR 0005", summary="", relevance=0.9,
+                         reason="")  # fmt: skip
+
+    carried = {"ADR 0005"}
+    assert already_given(doc(ItemType.DECISION), carried, set())
+    assert already_given(doc(ItemType.DOC), carried, set())
+    assert not already_given(doc(ItemType.CHANGE), carried, set())
+    assert not already_given(doc(ItemType.WARNING), carried, set())
