@@ -23,6 +23,15 @@ USAGE = (
 )
 
 
+# Errors whose pydantic text is a regular expression, in words.
+_PLAIN = {
+    ("url", "string_pattern_mismatch"): (
+        "must be an http:// or https:// URL: a host name, an optional port of up to 5 digits, "
+        "then a path"
+    ),
+}
+
+
 class SubscribeCommand:
     def __init__(self, ops: SubscriptionOps) -> None:
         self.ops = ops
@@ -73,7 +82,8 @@ class SubscribeCommand:
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"][1:] or first["loc"])
-            raise UserInputError(f"Not a valid subscription: {where}: {first['msg']}") from None
+            said = _PLAIN.get((where, first["type"]), first["msg"])
+            raise UserInputError(f"Not a valid subscription: {where}: {said}") from None
         created = await self.ops.create(request, owner=call.scope.chat.key)
         lines = [f"Subscription {created['id']} created ({body['callback']})."]
         if "secret" in created:

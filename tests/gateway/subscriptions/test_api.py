@@ -262,6 +262,13 @@ async def test_admin_subscribe_in_chat(tmp_path: Path) -> None:
         assert "patterns.0.entity.pattern" in s.channel.sent[-1].text
         await s.app.router.submit(inbound("/admin subscribe", user="boss"))
         assert "entity INC-[0-9]+" in s.channel.sent[-1].text
+        for url in ("ftp://example.com/x", "http://127.0.0.1:999999/hook"):
+            await s.app.router.submit(
+                inbound(f"/admin subscribe webhook {url} topic deploy", user="boss")
+            )
+            said = s.channel.sent[-1].text
+            assert said.startswith("Not a valid subscription: url: must be an http:// or")
+            assert "^https?" not in said  # no regular expression for a person to decode
         group = inbound("/admin subscribe webhook https://x.example/h topic deploy",
                         user="boss", chat="g1", kind=ChatKind.GROUP, mentioned=True)  # fmt: skip
         await s.app.router.submit(group)
