@@ -76,6 +76,10 @@ def _flat(value: Any) -> str:
         if not value:
             return "none"
         return ", ".join(f"{k} {_flat(v)}" for k, v in value.items())
+    if isinstance(value, bool):  # before the numbers: a bool is an int too
+        return "yes" if value else "no"
+    if value is None:
+        return "n/a"
     if isinstance(value, float):
         return f"{value:.0%}" if 0 <= value <= 1 else f"{value:.2f}"
     return str(value)

@@ -126,3 +126,11 @@ async def test_admin_users_shows_time_zone_and_consent(
     assert "tz Asia/Tokyo, proactive off" in alice
     boss = next(line for line in listing.splitlines() if "memory:boss" in line)
     assert "tz default, proactive on" in boss
+
+
+def test_stats_text_says_yes_no_and_n_a_not_python_values() -> None:
+    from gateway.admin.stats import render
+
+    text = render({"24h": {"suggestions": {"doc": {"shown": 0, "acceptance": None,
+                                                   "demoted": False}}}})  # fmt: skip
+    assert text.splitlines()[-1] == "suggestions: doc shown 0, acceptance n/a, demoted no"
