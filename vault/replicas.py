@@ -6,6 +6,10 @@ of its in-memory counters (`Metrics.counter_values`). Usage figures aggregate th
 the last minute, so they speak for the whole deployment rather than for whichever replica the
 load balancer picked; rows of replicas gone for a day are dropped by the next beat. On SQLite
 there is one replica and no heartbeat.
+
+A beat also says whether someone else wrote the row since this replica's previous beat: a
+second live process under the same id (each beat writes its own start time; a restart after a
+crash is no such case, as its first beat has no previous one to compare with).
 """
 
 from __future__ import annotations
@@ -34,21 +38,30 @@ class ReplicaStore:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
 
-    async def beat(self, beat: Beat) -> None:
+    async def beat(self, beat: Beat, previous_ms: int | None = None) -> int | None:
+        """Write `beat`; the start time of another process that wrote this id's row since
+        `previous_ms` (this replica's previous beat), else None."""
         leaderships, counters = json.dumps(sorted(beat.leaderships)), json.dumps(beat.counters)
         forget_before = beat.last_seen_ms - FORGET_MS
 
-        def body(raw: sqlite3.Connection) -> None:
+        def body(raw: sqlite3.Connection) -> int | None:
+            found = raw.execute(
+                "SELECT started_ms, last_seen_ms FROM replicas WHERE id = ?", (beat.id,)
+            ).fetchone()
             raw.execute(
                 """INSERT INTO replicas (id, started_ms, last_seen_ms, leaderships, counters)
                    VALUES (?, ?, ?, ?, ?)
-                   ON CONFLICT (id) DO UPDATE SET last_seen_ms = excluded.last_seen_ms,
+                   ON CONFLICT (id) DO UPDATE SET started_ms = excluded.started_ms,
+                       last_seen_ms = excluded.last_seen_ms,
                        leaderships = excluded.leaderships, counters = excluded.counters""",
                 (beat.id, beat.started_ms, beat.last_seen_ms, leaderships, counters),
             )
             raw.execute("DELETE FROM replicas WHERE last_seen_ms < ?", (forget_before,))
+            if found is None or previous_ms is None or int(found[0]) == beat.started_ms:
+                return None
+            return int(found[0]) if int(found[1]) > previous_ms else None
 
-        await self.vault.run(body)
+        return await self.vault.run(body)
 
     async def seen_since(self, since_ms: int) -> list[Beat]:
         rows = await self.vault.fetchall(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.app.config import Config
@@ -166,10 +167,19 @@ class Fleet:
 
     async def heartbeat(self) -> None:
         assert self.store is not None
-        failing = False
+        failing, previous, told = False, None, False
         while True:
             try:
-                await self.store.beat(self.beat())
+                beat = self.beat()
+                other = await self.store.beat(beat, previous)
+                previous = beat.last_seen_ms
+                if other is not None and not told:
+                    told = True
+                    log.error(
+                        "another process runs as replica %s (it started at %s): each replica "
+                        "needs its own [vault] replica_id, or two of them run the same chats "
+                        "at once", self.replica.id, _utc(other),
+                    )  # fmt: skip
                 if failing:
                     log.info("replica %s: heartbeat written again", self.replica.id)
                 failing = False
@@ -198,6 +208,10 @@ class Fleet:
             ],
             "counters": total(b.counters for b in beats),
         }
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def new_replica(config: Config) -> Replica:
