@@ -49,6 +49,11 @@ from gateway.turns.turn import Step, Turn, build_chain
 log = logging.getLogger(__name__)
 
 APOLOGY = "Sorry — something went wrong on my side. Your message is saved; please try again."
+# The vault went away mid-turn: the saved message runs again once it is back, by itself.
+VAULT_AWAY = (
+    "Sorry — I can't reach my storage right now. Your message is saved and I'll answer it as "
+    "soon as I can; no need to send it again."
+)
 MODEL_DOWN = (
     "Sorry — the model is unavailable right now. Your message is saved; please try again {when}."
 )
@@ -202,7 +207,7 @@ class Router:
             self._apologised.clear()
         self._apologised.add(key)
         try:
-            await self._replier.send_directly(turn, APOLOGY)
+            await self._replier.send_directly(turn, VAULT_AWAY)
         except Exception:
             log.exception("could not send the apology to %s directly", chat)
         else:

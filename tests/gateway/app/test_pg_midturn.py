@@ -15,7 +15,7 @@ from gateway.core.clock import ManualClock
 from gateway.core.errors import VaultError
 from gateway.core.llm import LLMRequest, LLMResponse, TextPart
 from gateway.core.messages import OutboundKind
-from gateway.turns.router import APOLOGY, Router, TurnEnd
+from gateway.turns.router import VAULT_AWAY, Router, TurnEnd
 from gateway.turns.turn import Next, Turn
 from tests.conftest import app_serving, app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound
@@ -55,7 +55,7 @@ async def test_the_vault_lost_mid_turn_apologises_directly_then_answers_once_it_
             await asyncio.gather(*await deliver([inbound("what now?", message_id="1")]))
         # The reply's outbox row could not be written: the apology went around the vault.
         [apology] = channel.sent
-        assert (apology.text, apology.kind) == (APOLOGY, OutboundKind.NOTICE)
+        assert (apology.text, apology.kind) == (VAULT_AWAY, OutboundKind.NOTICE)
         assert apology.idempotency_key.endswith(":direct")
         assert any("directly" in r.getMessage() for r in caplog.records)
         assert app.vault.problem() is not None
@@ -65,11 +65,11 @@ async def test_the_vault_lost_mid_turn_apologises_directly_then_answers_once_it_
         time.now += 60
         # The intake's next poll finds the vault back and runs the message again.
         await run_clock_until(app.clock, lambda: len(channel.sent) == 2)
-        assert channel.texts() == [APOLOGY, "the answer"]
+        assert channel.texts() == [VAULT_AWAY, "the answer"]
         assert len(llm.requests) == 2
         # Redelivered by the platform: a duplicate, not answered again.
         await asyncio.gather(*await deliver([inbound("what now?", message_id="1")]))
-        assert channel.texts() == [APOLOGY, "the answer"]
+        assert channel.texts() == [VAULT_AWAY, "the answer"]
 
 
 class DirectNotes(Notes):
@@ -118,4 +118,4 @@ async def test_a_turn_failed_by_a_vault_that_is_back_before_the_error_is_handled
             end = await r.submit(inbound("what now?", message_id="1"))
         assert seen == ["the connection to PostgreSQL was lost", None]
         assert end is TurnEnd.DEFERRED
-        assert (notes.direct, notes.sent) == ([APOLOGY], [])
+        assert (notes.direct, notes.sent) == ([VAULT_AWAY], [])
