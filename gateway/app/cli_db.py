@@ -105,7 +105,8 @@ async def copy(args: argparse.Namespace, config: Config) -> int:
     if differing:
         print(f"row counts differ in: {', '.join(differing)}", file=sys.stderr)
         return 1
-    print(f"copied: {len(counts)} tables, {sum(c.source for c in counts)} rows, all counts match")
+    total = sum(c.source for c in counts)
+    print(f"in step: {len(counts)} tables, {total} rows on both sides, all counts match")
     return 0
 
 
