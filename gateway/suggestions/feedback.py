@@ -61,6 +61,11 @@ class Feedback:
     @staticmethod
     def _said(row: SuggestionRow, action: Action) -> str:
         if action is Action.USED:
+            if row.item_key.startswith("doc:"):  # its sections that fit, not the whole file
+                return (
+                    f"Added the part of “{row.title}” that fits this conversation to the context "
+                    "of your next message."
+                )
             return f"Added “{row.title}” to the context of your next message."
         return f"Dismissed “{row.title}”: it won't be suggested in this chat again."
 

@@ -98,7 +98,10 @@ async def test_use_button_puts_the_item_into_the_next_request(tmp_path: Path) ->
         click = action_body(button(block, "Use 1"), user=ALLOWED)
         assert await run.deliver(click, kind=FORM) == 200
         said = (await run.posted(3))[2]
-        assert said["text"] == f"Added “{RUNBOOK}” to the context of your next message."
+        assert said["text"] == (
+            f"Added the part of “{RUNBOOK}” that fits this conversation to the context of your "
+            "next message."
+        )
         assert said["channel"] == "D1"
         event = dm_event("ok, walk me through it", user=ALLOWED, ts="1767225900.000100")
         assert await run.deliver(event_body(event, event_id="Ev2")) == 200

@@ -83,7 +83,10 @@ async def test_use_button_puts_the_item_into_the_next_request(tmp_path: Path) ->
         ]
         api.queue_updates(press(block, "Use 1", user_id=ALLOWED))
         said = (await api.wait_sent(3))[2]
-        assert said["text"] == f"Added “{RUNBOOK}” to the context of your next message."
+        assert said["text"] == (
+            f"Added the part of “{RUNBOOK}” that fits this conversation to the context of your "
+            "next message."
+        )
         assert said["chat_id"] == str(ALLOWED)
         (answer,) = await api.wait_answers(1)
         assert answer["text"] == PRESSED

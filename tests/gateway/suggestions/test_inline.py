@@ -94,7 +94,8 @@ async def test_use_puts_the_item_into_the_next_request_once(tmp_path: Path) -> N
         await w.say(DEPLOY_Q)
         answer = await w.say("/use 1")
         assert answer == [
-            "Added “Runbook: rolling back a deploy” to the context of your next message."
+            "Added the part of “Runbook: rolling back a deploy” that fits this conversation to the "
+            "context of your next message."
         ]
         await w.say("ok, walk me through it")
         first: LLMRequest = w.llm.requests[-1]
