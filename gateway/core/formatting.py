@@ -38,27 +38,15 @@ def to_plain(markdown: str) -> str:
 
 
 def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> list[str]:
-    """Split into chunks with `measure(chunk) <= limit`, at the most natural boundary."""
+    """Split into chunks with `measure(chunk) <= limit`, at the most natural boundary; a code
+    block cut in two is closed at the end of one chunk and reopened at the start of the next."""
     if limit <= 0:
         raise ValueError("limit must be positive")
     chunks: list[str] = []
     rest = text
     while measure(rest) > limit:
-        cut = _fit(rest, limit, measure)
-        window = rest[:cut]
-        for sep in ("\n\n", "\n", " "):
-            at = window.rfind(sep)
-            if at > cut // 3:
-                cut = at + len(sep)
-                break
-        chunk, reopen = _close_fence(rest[:cut].rstrip())
-        while reopen is not None and measure(chunk) > limit:
-            smaller = cut - (measure(chunk) - limit)  # room for the closing fence
-            if smaller <= len(reopen):  # no room for any code (a tiny limit): cut as it was
-                chunk, reopen = rest[:cut].rstrip(), None
-                break
-            cut = smaller
-            chunk, reopen = _close_fence(rest[:cut].rstrip())
+        cut = _cut(rest, limit, measure)
+        chunk, reopen, cut = _fenced(rest, cut, limit, measure)
         chunks.append(chunk)
         rest = (reopen or "") + rest[cut:].lstrip("\n")
     if rest.strip() or not chunks:
@@ -66,15 +54,56 @@ def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> li
     return [c for c in chunks if c] or [""]
 
 
-def _close_fence(chunk: str) -> tuple[str, str | None]:
-    """`chunk`, closed with a fence if it ends inside a code block, and the fence that reopens
-    the block in the next chunk (None when none is open): each chunk is formatted alone, and
-    half a block would show code as text there and the text after it as code."""
+def _cut(text: str, limit: int, measure: Callable[[str], int]) -> int:
+    """Where a chunk of at most `limit` ends: a paragraph, line or word break if there is one
+    late enough, else as much as fits."""
+    cut = _fit(text, limit, measure)
+    window = text[:cut]
+    for sep in ("\n\n", "\n", " "):
+        at = window.rfind(sep)
+        if at > cut // 3:
+            return at + len(sep)
+    return cut
+
+
+def _fenced(
+    rest: str, cut: int, limit: int, measure: Callable[[str], int]
+) -> tuple[str, str | None, int]:
+    """The chunk `rest[:cut]`, closed if it ends inside a code block; the fence reopening it
+    (None if none is open); and the cut, moved back if the closing fence needs the room.
+
+    Every answer leaves less text than `rest` (the reopening fence is shorter than what the
+    chunk takes), so the split always ends; when that cannot be had (a limit too small for a
+    fence and some code), the chunk is cut as it is."""
+    for _ in range(4):  # the closing fence's room, found again at a natural break
+        chunk = rest[:cut].rstrip()
+        opened = _open_fence(chunk)
+        if opened is None:
+            return chunk, None, cut
+        start, lang, body = opened
+        if not body.strip() and start > 0:  # a fence and nothing yet: it starts the next one
+            return rest[:start].rstrip(), None, start
+        closed, reopen = chunk + "\n```", f"```{lang}\n"
+        if cut <= len(reopen):
+            break
+        over = measure(closed) - limit
+        if over <= 0:
+            return closed, reopen, cut
+        if limit - over <= 0:
+            break
+        cut = _cut(rest, limit - over, measure)
+    return rest[:cut].rstrip(), None, cut
+
+
+def _open_fence(chunk: str) -> tuple[int, str, str] | None:
+    """(where, language, code so far) of the code block `chunk` ends inside, if it does."""
     ends = list(_FENCED_ENDS.finditer(chunk))
     last = ends[-1] if ends else None
     if last is None or last.group(3):
-        return chunk, None
-    return chunk + "\n```", f"```{last.group(1)}\n"
+        return None
+    # A language only when the fence line ends after it: "```done" is text after a fence.
+    lang = last.group(1) if _LINE_END.match(chunk, last.end(1)) else ""
+    return last.start(), lang, last.group(2)
 
 
 def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
@@ -96,6 +125,7 @@ def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
 # the inline patterns (which contain no escapable characters) are rewritten.
 
 _FENCED = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(?:\n?```|\Z)", re.DOTALL)
+_LINE_END = re.compile(r"[^\S\n]*(\n|\Z)")
 _FENCED_ENDS = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(\n?```|\Z)", re.DOTALL)  # + its end
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _HEADING_LINE = re.compile(r"^#{1,6}[^\S\n]+(.+?)[^\S\n]*#*$", re.MULTILINE)

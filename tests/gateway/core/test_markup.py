@@ -91,3 +91,21 @@ def test_a_code_block_split_for_slack_stays_code_in_each() -> None:
     for post in posts[1:]:
         assert post.startswith("```\nx = a * b * c  # _note_")
     assert posts[-1].endswith("```\n\nAfter the _code_.")
+
+
+def test_a_split_right_after_an_opening_fence_ends_and_keeps_each_line_whole() -> None:
+    # A chunk ending just after "```lang": reopening it gave the next chunk the same text
+    # again, forever (the event loop with it). Tiny limits too.
+    for text, limit, measure, code in [
+        ("```" + "a" * 1400 + "\n" + "b" * 12000, 4096, utf16_len, "b"),
+        ("```python\n" + "x" * 100, 25, len, "x"),
+        ("```\n" + "x" * 100, 7, len, "x"),
+    ]:
+        chunks = split_text(text, limit, measure)
+        assert all(measure(c) <= limit for c in chunks)
+        assert "".join(chunks).count(code) == text.count(code)  # all of it, once
+    # Room for the closing fence is found at a line break, never inside a code line.
+    lines = [f"w{i:03d}".ljust(10 + i % 7, "z") for i in range(1200)]
+    chunks = split_text("```\n" + "\n".join(lines) + "\n```", 4096, utf16_len)
+    kept = [ln for c in chunks for ln in c.splitlines() if ln and not ln.startswith("```")]
+    assert kept == lines
