@@ -63,8 +63,8 @@ class History:
 
 def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool:
     """Append the row's text to the history it was written for, once: the row forgets its
-    session as it does, so whichever path settles it first records it (`sent` or
-    `uncertain`; never `failed`)."""
+    session as it does, so whichever path gets there first records it (`sent`, `uncertain`, or
+    queued for later; a row that fails without having been queued never is)."""
     found = raw.execute(
         """SELECT history_session, history_chat, history_kind, history_tokens, text FROM outbox
            WHERE id = ? AND history_session IS NOT NULL""",
@@ -72,7 +72,12 @@ def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool
     ).fetchone()
     if found is None:
         return False
-    raw.execute("UPDATE outbox SET history_session = NULL WHERE id = ?", (row_id,))
+    taken = raw.execute(
+        "UPDATE outbox SET history_session = NULL WHERE id = ? AND history_session IS NOT NULL",
+        (row_id,),
+    ).rowcount
+    if taken != 1:  # another settler's transaction got there between the read and now
+        return False
     insert_message(
         raw, session=int(found[0]), chat=int(found[1]), user=None, role="assistant",
         kind=str(found[2]), text=str(found[4]), tokens=int(found[3] or 0), now_ms=now_ms,

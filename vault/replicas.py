@@ -57,9 +57,10 @@ class ReplicaStore:
                 (beat.id, beat.started_ms, beat.last_seen_ms, leaderships, counters),
             )
             raw.execute("DELETE FROM replicas WHERE last_seen_ms < ?", (forget_before,))
+            # Since our previous beat wrote our start time, another one there is another writer.
             if found is None or previous_ms is None or int(found[0]) == beat.started_ms:
                 return None
-            return int(found[0]) if int(found[1]) > previous_ms else None
+            return int(found[0])
 
         return await self.vault.run(body)
 

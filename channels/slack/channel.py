@@ -55,7 +55,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.common import ChunkProgress, chunks_so_far
 from gateway.core.clock import wall_ms
-from gateway.core.errors import ChannelUnavailable, FatalChannelError, VaultError
+from gateway.core.errors import (
+    ChannelUnavailable,
+    ChatUnreachable,
+    DeliveryPermanent,
+    FatalChannelError,
+    VaultError,
+)
 from gateway.core.messages import (
     ChannelHealth,
     ChatRef,
@@ -389,6 +395,8 @@ class SlackChannel:
         sent = self._progress.sent(out.idempotency_key, out.sent_chunks)
         private = respond is None and (out.reply_to or "").startswith(COMMAND_PREFIX)
         user = command_user(out.reply_to or "") or ""
+        if private and not user and out.chat.chat_id.startswith("D"):
+            private = False  # a direct message: posting it shows it to that user alone anyway
         if private and not user:
             # A slash command's answer is the user's alone; with no responder and no user to
             # show it to (saved by an older version), it is dropped rather than posted to all.
@@ -430,10 +438,16 @@ class SlackChannel:
         return str(result.get("ts", ""))
 
     async def _post_private(self, chat: ChatRef, user: str, text: str) -> str:
-        with map_send_errors():
-            result = await self._client.chat_postEphemeral(
-                channel=chat.chat_id, user=user, text=text, thread_ts=chat.thread_id, mrkdwn=True
-            )
+        try:
+            with map_send_errors():
+                result = await self._client.chat_postEphemeral(
+                    channel=chat.chat_id, user=user, text=text, thread_ts=chat.thread_id,
+                    mrkdwn=True,
+                )  # fmt: skip
+        except ChatUnreachable as exc:
+            # Ephemeral posts need the bot in the channel, the slash command did not: the
+            # answer is lost, the chat is not (its other messages still reach it).
+            raise DeliveryPermanent(f"a command's answer could not be shown: {exc}") from exc
         return str(result.get("message_ts", ""))
 
     async def _respond(self, respond: Respond, text: str) -> None:
@@ -462,14 +476,14 @@ class _CheckedSocketHandler(AsyncSocketModeHandler):
     acked and dropped with one log line, not left unacked (Slack would deliver it again on
     every reconnect, each time with a traceback)."""
 
-    async def handle(self, client: Any, req: SocketModeRequest) -> None:
+    async def handle(self, socket: Any, req: SocketModeRequest) -> None:
         try:
             check_envelope_payload(req.payload)
         except Rejected as exc:
             log.warning("slack: malformed Socket Mode envelope (%s); acked, dropped", exc.reason)
-            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            await socket.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
             return
-        await super().handle(client, req)
+        await super().handle(socket, req)
 
 
 def _retry_later() -> BoltResponse:

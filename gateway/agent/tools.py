@@ -122,14 +122,22 @@ class ToolRegistry:
             or (proactive and not (tool.proactive and not tool.admin_only))
         ):
             if tool is not None and tool.admin_only:
-                await self.audited(scope, tool.name, call.input, "refused", "not allowed")
+                await self._audit(scope, tool.name, call.input, "refused", "not allowed")
             return ToolResult(call.id, f"unknown tool: {call.name}", is_error=True)
         result = await self._run(tool, scope, call)
         if tool.admin_only:
             outcome = "error" if result.is_error else "ok"
             first = result.content.splitlines()[0] if result.content else ""
-            await self.audited(scope, tool.name, call.input, outcome, first)
+            await self._audit(scope, tool.name, call.input, outcome, first)
         return result
+
+    async def _audit(
+        self, scope: Scope, name: str, args: dict[str, Any], outcome: str, result: str
+    ) -> None:
+        try:
+            await self.audited(scope, name, args, outcome, result)
+        except Exception:  # the tool's result matters more to the turn than its audit row
+            log.exception("could not audit the %s call of %s", name, scope.user.key)
 
     async def _run(self, tool: Tool, scope: Scope, call: ToolCall) -> ToolResult:
         try:

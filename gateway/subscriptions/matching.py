@@ -115,7 +115,7 @@ class Matcher:
 
     async def _about(self, query: str, text: str, passage: list[bytes]) -> bool:
         """Whether `text` is about the topic `query`; `passage` holds the text's vector once
-        embedded (empty before: one embedding per text, whatever the number of topics)."""
+        embedded (empty before: one embedding per call of `text`, whatever its topics)."""
         embedder = self.embedder
         if embedder is None:
             wanted = words(query)

@@ -144,10 +144,11 @@ class GateCalls:
 
     async def last_unsent(self, user: int, chat: int | None = None) -> Considered | None:
         """The user's item that most recently ended without a message (skipped by the gate,
-        the policy or a budget; expired; failed), tool calls or not (in `chat`, if given);
+        the policy or a budget; expired; failed: not `uncertain`, which may have gone out),
+        tool calls or not (in `chat`, if given);
         `at_ms` is when it ended."""
         where = "user = ? AND finished_at IS NOT NULL"
-        where += " AND status IN ('skipped', 'expired', 'failed', 'uncertain')"
+        where += " AND status IN ('skipped', 'expired', 'failed')"  # uncertain: may have gone
         where += " AND chat = ?" if chat is not None else ""
         params: tuple[int, ...] = (user,) if chat is None else (user, chat)
         row = await self.vault.fetchone(

@@ -158,7 +158,7 @@ async def test_a_command_answer_without_its_responder_is_shown_to_the_user_alone
     running: tuple[SlackChannel, Inbox], fake: FakeSlackAPI
 ) -> None:
     channel, inbox = running
-    body = command_body("admin users", response_url=f"{fake.url}/respond/1")
+    body = command_body("admin users", response_url=f"{fake.url}/respond/1", channel="C1")
     await post(channel, body, signed_headers(body, content_type=FORM))
     (item,) = await inbox.wait(1)
     # A restart: the new process has no responder for the replayed command's answer.
@@ -170,9 +170,13 @@ async def test_a_command_answer_without_its_responder_is_shown_to_the_user_alone
     assert [(e["channel"], e["user"], e["text"]) for e in fake.ephemerals] == [
         (item.chat.chat_id, item.user.user_id, answer)
     ]
-    # Saved by an older version, the id names no user: the answer is dropped, not posted.
+    # Saved by an older version, the id names no user: the answer is dropped, not posted,
+    # except in a direct message, where a post is for that user alone anyway.
     await fresh.send(Outbound(chat=item.chat, text=answer, idempotency_key="b", reply_to="cmd-1.2"))
     assert fake.posts == [] and len(fake.ephemerals) == 1
+    dm = ChatRef(channel="slack", chat_id="D9")
+    await fresh.send(Outbound(chat=dm, text="in a DM", idempotency_key="c", reply_to="cmd-1.3"))
+    assert [p["text"] for p in fake.posts] == ["in a DM"]
 
 
 async def test_a_thread_command_typed_in_a_channel_says_where_to_write_it(
