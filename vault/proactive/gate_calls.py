@@ -128,25 +128,12 @@ class GateCalls:
                 LEFT JOIN proactive_triggers t ON g.source = 'trigger' AND t.id = g.item_id""",
             params,
         )
-        if row is None:
-            return None
-        source: Source = "intent" if row["source"] == "intent" else "trigger"
-        return Considered(
-            source=source,
-            id=int(row["item_id"]),
-            kind=str(row["kind"] or ""),
-            what=str(row["what"] or ""),
-            status=str(row["status"] or ""),
-            reason=str(row["reason"] or ""),
-            at_ms=int(row["at"]),
-            calls=await self.of_item(source, int(row["item_id"])),
-        )
+        return None if row is None else await self._considered(row, "item_id", "at")
 
     async def last_unsent(self, user: int, chat: int | None = None) -> Considered | None:
         """The user's item that most recently ended without a message (skipped by the gate,
         the policy or a budget; expired; failed: not `uncertain`, which may have gone out),
-        tool calls or not (in `chat`, if given);
-        `at_ms` is when it ended."""
+        tool calls or not (in `chat`, if given); `at_ms` is when it ended."""
         where = "user = ? AND finished_at IS NOT NULL"
         where += " AND status IN ('skipped', 'expired', 'failed')"  # uncertain: may have gone
         where += " AND chat = ?" if chat is not None else ""
@@ -161,16 +148,20 @@ class GateCalls:
                 ORDER BY finished_at DESC, id DESC LIMIT 1""",
             params * 2,
         )
-        if row is None:
-            return None
+        return None if row is None else await self._considered(row, "id", "finished_at")
+
+    async def _considered(self, row: Any, id_column: str, at_column: str) -> Considered:
+        """A row of `last_considered` or `last_unsent` (source, kind, what, status, reason),
+        with the item's id and time under the given names, and the item's tool calls."""
         source: Source = "intent" if row["source"] == "intent" else "trigger"
+        item = int(row[id_column])
         return Considered(
             source=source,
-            id=int(row["id"]),
+            id=item,
             kind=str(row["kind"] or ""),
             what=str(row["what"] or ""),
             status=str(row["status"] or ""),
             reason=str(row["reason"] or ""),
-            at_ms=int(row["finished_at"]),
-            calls=await self.of_item(source, int(row["id"])),
+            at_ms=int(row[at_column]),
+            calls=await self.of_item(source, item),
         )

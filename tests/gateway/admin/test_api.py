@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -57,17 +58,24 @@ class FakeOps:
         raise RuntimeError("secret internal detail")
 
 
-@pytest.fixture
-async def client(app: App) -> AsyncIterator[TestClient[Any, Any]]:
-    ops = FakeOps()
+@asynccontextmanager
+async def serving(app: App, ops: FakeOps | None) -> AsyncIterator[TestClient[Any, Any]]:
+    """The admin API over `app`'s parts and `ops` (None: the proactive engine is off)."""
     api = AdminApi(
         token=TOKEN, ops=ops, stats=app.stats, metrics=app.metrics, audit=app.audit, clock=app.clock
     )
     web_app = web.Application()
     for method, path, handler in api.routes():
         web_app.router.add_route(method, path, handler)
-    web_app[OPS] = ops
+    if ops is not None:
+        web_app[OPS] = ops
     async with TestClient(TestServer(web_app, host="127.0.0.1")) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+async def client(app: App) -> AsyncIterator[TestClient[Any, Any]]:
+    async with serving(app, FakeOps()) as test_client:
         yield test_client
 
 
@@ -156,18 +164,7 @@ async def test_actions_are_audited(client: TestClient[Any, Any], app: App) -> No
 
 
 async def test_without_the_engine_the_document_lists_no_proactive_path(app: App) -> None:
-    api = AdminApi(
-        token=TOKEN,
-        ops=None,
-        stats=app.stats,
-        metrics=app.metrics,
-        audit=app.audit,
-        clock=app.clock,
-    )
-    web_app = web.Application()
-    for method, path, handler in api.routes():
-        web_app.router.add_route(method, path, handler)
-    async with TestClient(TestServer(web_app, host="127.0.0.1")) as client:
+    async with serving(app, None) as client:
         spec = await (await client.get("/openapi.json", headers=AUTH)).json()
         assert "/stats" in spec["paths"]
         assert [p for p in spec["paths"] if p.startswith("/proactive/")] == []
