@@ -29,7 +29,7 @@ Retry-After inside the turn), and the SDK's retry of a dropped connection is off
 the post may already have gone through. Every SDK and aiohttp error is mapped into our tree
 by `errors.py` in this package.
 
-Size: a little over 400 lines; the listeners, the verified HTTP route and sending share the
+Size: a little under 500 lines; the listeners, the verified HTTP route and sending share the
 Bolt app, the intake handler, the slash-command responders and health, which one class keeps.
 """
 
@@ -49,8 +49,6 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
-from slack_sdk.socket_mode.request import SocketModeRequest
-from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.common import ChunkProgress, chunks_so_far
@@ -74,6 +72,7 @@ from gateway.core.messages import (
 )
 from gateway.core.ports import InboundHandler, WebRoute
 
+from .bolt_parts import CheckedSocketHandler, bolt_logger
 from .errors import NOT_SENT, check_respond_status, map_link_errors, map_send_errors
 from .events import (
     BUTTON_ACTION,
@@ -88,7 +87,7 @@ from .events import (
     reply_chunks,
     thread_only,
 )
-from .verify import Rejected, check_envelope_payload, check_payload, check_signature
+from .verify import Rejected, check_payload, check_signature
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +130,7 @@ class SlackChannel:
             signing_secret=signing_secret or "",
             request_verification_enabled=mode == "http",
             process_before_response=True,
-            logger=_bolt_logger(),
+            logger=bolt_logger(),
         )
         self._register_listeners()
         self._me: SlackIdentity | None = None
@@ -220,7 +219,7 @@ class SlackChannel:
         return SlackIdentity(user_id=str(result["user_id"]), bot_id=str(result.get("bot_id", "")))
 
     async def _connect_socket(self) -> AsyncSocketModeHandler:
-        handler = _CheckedSocketHandler(self._app, self._app_token, web_client=self._client)
+        handler = CheckedSocketHandler(self._app, self._app_token, web_client=self._client)
         try:
             with map_link_errors("apps.connections.open", "SLACK_APP_TOKEN"):
                 await handler.connect_async()  # type: ignore[no-untyped-call]
@@ -454,36 +453,6 @@ class SlackChannel:
         with map_send_errors():
             result = await respond(text=text, response_type="ephemeral")
         check_respond_status(getattr(result, "status_code", 200))
-
-
-def _bolt_logger() -> logging.Logger:
-    """Bolt's logger, without its warning that the token is unused beside our client: Bolt
-    reads SLACK_BOT_TOKEN from the environment itself, where our secrets are, and said so at
-    every start although nothing is wrong."""
-    logger = logging.getLogger("slack_bolt.iris")
-    if not any(isinstance(f, _TokenNote) for f in logger.filters):
-        logger.addFilter(_TokenNote())
-    return logger
-
-
-class _TokenNote(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "`token` will be unused" not in record.getMessage()
-
-
-class _CheckedSocketHandler(AsyncSocketModeHandler):
-    """Socket Mode with the HTTP route's payload check: an envelope Bolt would fail on is
-    acked and dropped with one log line, not left unacked (Slack would deliver it again on
-    every reconnect, each time with a traceback)."""
-
-    async def handle(self, socket: Any, req: SocketModeRequest) -> None:
-        try:
-            check_envelope_payload(req.payload)
-        except Rejected as exc:
-            log.warning("slack: malformed Socket Mode envelope (%s); acked, dropped", exc.reason)
-            await socket.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-            return
-        await super().handle(socket, req)
 
 
 def _retry_later() -> BoltResponse:
