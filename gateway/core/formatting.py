@@ -97,7 +97,7 @@ def _fenced(
 
 def _open_fence(chunk: str) -> tuple[int, str, str] | None:
     """(where, language, code so far) of the code block `chunk` ends inside, if it does."""
-    ends = list(_FENCED_ENDS.finditer(chunk))
+    ends = list(_FENCED.finditer(chunk))
     last = ends[-1] if ends else None
     if last is None or last.group(3):
         return None
@@ -124,9 +124,9 @@ def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
 # lifted out first so nothing inside it is treated as markup, then the rest is escaped, then
 # the inline patterns (which contain no escapable characters) are rewritten.
 
-_FENCED = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(?:\n?```|\Z)", re.DOTALL)
 _LINE_END = re.compile(r"[^\S\n]*(\n|\Z)")
-_FENCED_ENDS = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(\n?```|\Z)", re.DOTALL)  # + its end
+# A code block: language, code, and its closing fence (empty when the text ends inside it).
+_FENCED = re.compile(r"```([\w+-]*)[^\S\n]*\n?(.*?)(\n?```|\Z)", re.DOTALL)
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _HEADING_LINE = re.compile(r"^#{1,6}[^\S\n]+(.+?)[^\S\n]*#*$", re.MULTILINE)
 _SLOT = re.compile("\x00(\\d+)\x00")

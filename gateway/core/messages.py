@@ -80,6 +80,8 @@ def storable(text: str) -> str:
     """`text` with each lone surrogate replaced by U+FFFD. JSON may carry one (`"\\ud800"`,
     which Python decodes to a str no UTF-8 encoder takes): saved as it is, it would fail the
     vault's write, and a platform that redelivers would stop the whole stream on it."""
+    if text.isascii():  # most messages: no surrogate can be there
+        return text
     try:
         text.encode()
     except UnicodeEncodeError:

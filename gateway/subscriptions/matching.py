@@ -29,7 +29,7 @@ import fnmatch
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -86,6 +86,15 @@ def glob_matches(glob: str, path: str) -> bool:
     return fnmatch.fnmatchcase(path, glob) or fnmatch.fnmatchcase(path, f"*/{glob}")
 
 
+@dataclass(slots=True)
+class _Seen:
+    """A text being matched: its vector and cosines with the anchors, once worked out."""
+
+    text: str
+    vector: bytes | None = None
+    anchors: list[float] = field(default_factory=list)
+
+
 class Matcher:
     def __init__(self, embedder: Embedder | None, topic_threshold: float) -> None:
         self.embedder = embedder
@@ -93,7 +102,7 @@ class Matcher:
         self._regexes: dict[str, Any] = {}  # pattern -> regex.Pattern
         self._vectors: dict[str, bytes] = {}
         self._anchors: list[bytes] = []  # ANCHORS' vectors, once embedded
-        self._rivals: dict[str, list[bytes]] = {}  # topic -> the anchors it must beat
+        self._rivals: dict[str, list[int]] = {}  # topic -> the anchors it must beat (indices)
         self._slow: set[str] = set()  # patterns that have hit the time limit (logged once)
 
     def _search(self, pattern: str, text: str) -> Any:
@@ -113,34 +122,37 @@ class Matcher:
                 )  # fmt: skip
             return None
 
-    async def _about(self, query: str, text: str, passage: list[bytes]) -> bool:
-        """Whether `text` is about the topic `query`; `passage` holds the text's vector once
-        embedded (empty before: one embedding per call of `text`, whatever its topics)."""
+    async def _about(self, query: str, seen: _Seen) -> bool:
+        """Whether `seen.text` is about the topic `query`. The text's vector and its cosines
+        with the anchors are worked out once per call of `text`, whatever its topics."""
         embedder = self.embedder
         if embedder is None:
             wanted = words(query)
-            return bool(wanted) and len(wanted & words(text)) / len(wanted) >= 0.5
+            return bool(wanted) and len(wanted & words(seen.text)) / len(wanted) >= 0.5
         vector = self._vectors.get(query)
         if vector is None:
             if not self._anchors:
                 self._anchors = await embedder.embed(list(ANCHORS), query=True)
             [vector] = await embedder.embed([query], query=True)
             self._vectors[query] = vector
-            self._rivals[query] = [a for a in self._anchors if _cosine(vector, a) < SAME_SUBJECT]
-        if not passage:
-            passage += await embedder.embed([text], query=False)
-        score = _cosine(vector, passage[0])
-        rival = max((_cosine(a, passage[0]) for a in self._rivals[query]), default=-1.0)
+            self._rivals[query] = [
+                n for n, a in enumerate(self._anchors) if _cosine(vector, a) < SAME_SUBJECT
+            ]
+        if seen.vector is None:
+            [seen.vector] = await embedder.embed([seen.text], query=False)
+            seen.anchors = [_cosine(a, seen.vector) for a in self._anchors]
+        score = _cosine(vector, seen.vector)
+        rival = max((seen.anchors[n] for n in self._rivals[query]), default=-1.0)
         return score >= self.topic_threshold and score > rival + TOPIC_MARGIN
 
     async def text(self, patterns: Sequence[dict[str, Any]], text: str) -> Match | None:
         """The best pattern matching a message's or a memory's text, or None."""
         found: list[Match] = []
-        passage: list[bytes] = []
+        seen = _Seen(text)
         for p in patterns:
             kind, pattern, priority = p["type"], p["pattern"], int(p.get("priority", 1))
             if kind == PatternType.TOPIC:
-                if await self._about(pattern, text, passage):
+                if await self._about(pattern, seen):
                     reason = f"the conversation is about “{pattern[:60]}”"
                     found.append(Match(PatternType.TOPIC, pattern, priority, reason))
             elif kind == PatternType.ENTITY:
