@@ -135,6 +135,7 @@ class ContextTrace:
     chat_key: str
     at_ms: int
     budget: int
+    session_pk: int = 0  # the conversation it was made in (0: unknown, a trace saved before)
     entries: list[TraceEntry] = field(default_factory=list)
     total_tokens: int = 0
     # Every item kept (history messages too) and every item dropped, in request order.
@@ -220,7 +221,10 @@ class ContextPipeline:
         return next(info for info in self.providers() if info.name == name)
 
     async def assemble(self, scope: Scope) -> Assembled:
-        trace = ContextTrace(chat_key=scope.chat.key, at_ms=scope.now_ms, budget=self.budget_tokens)
+        trace = ContextTrace(
+            chat_key=scope.chat.key, at_ms=scope.now_ms, budget=self.budget_tokens,
+            session_pk=scope.session_pk,
+        )  # fmt: skip
         items: list[ContextItem] = []
         caps: dict[str, int] = {}
         hooks: list[tuple[str, AfterAssembly]] = []

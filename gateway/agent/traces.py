@@ -28,6 +28,7 @@ def to_json(trace: ContextTrace) -> str:
         {
             "v": FORMAT,
             "budget": trace.budget,
+            "session": trace.session_pk,
             "total": trace.total_tokens,
             "entries": trace.entries,
             "items": trace.items,
@@ -48,6 +49,7 @@ def from_json(chat_key: str, at_ms: int, payload: str) -> ContextTrace | None:
             chat_key=chat_key,
             at_ms=at_ms,
             budget=int(data["budget"]),
+            session_pk=int(data.get("session", 0)),
             entries=[TraceEntry(*e) for e in data["entries"]],
             total_tokens=int(data["total"]),
             items=[TraceItem(*i) for i in data["items"]],

@@ -25,5 +25,6 @@ class Scope:
     timezone: str | None = None
     is_admin: bool = False
     summary: str | None = None
+    session_started_ms: int = 0  # when this conversation began (its last /clear or /compact)
     # A group chat: others read the replies, so nothing private is added to the context.
     in_group: bool = False

@@ -88,7 +88,8 @@ class ContextCommands:
         sub, _, rest = call.args.strip().partition(" ")
         sub = sub.lower()
         if not sub:
-            return render(await self.traces.latest(call.scope.chat.key))
+            scope = call.scope
+            return render(await self.traces.latest(scope.chat.key), scope)
         if rest.strip() and sub in ("trace", "docs", "refresh"):  # these take nothing more
             raise UserInputError(f"Usage: {call.hint('context')} {sub} (nothing after it)")
         if sub == "trace":

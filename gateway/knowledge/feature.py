@@ -127,7 +127,7 @@ class KnowledgeFeature:
         traces = s.traces
 
         async def context_status(scope: Scope, args: NoArgs) -> str:
-            return render(await traces.latest(scope.chat.key))
+            return render(await traces.latest(scope.chat.key), scope)
 
         c.tool(Tool("context_status", STATUS_TOOL, NoArgs, context_status))
         c.api_read(ApiRead("/context/providers", "Context providers per phase", self._api_list))

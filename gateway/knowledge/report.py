@@ -11,6 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from gateway.agent.context import ContextTrace, TraceItem
+from gateway.core.scope import Scope
 
 NAMES = {
     "persona": "persona",
@@ -42,14 +43,33 @@ def document_line(item: TraceItem) -> str:
     return f"  – {item.label} · {item.content_hash[:8]} · {item.tokens} tokens{why}"
 
 
-def render(trace: ContextTrace | None) -> str:
+def render(trace: ContextTrace | None, scope: Scope | None = None) -> str:
+    """With `scope`, a trace from before the chat's current conversation is shown as what it
+    is: the request before the last /clear or /compact, whose history the next one lacks."""
     if trace is None:
         return "No model request in this chat yet: there is no context to show."
+    since_ms = scope.session_started_ms if scope else 0
+    if scope is None:
+        earlier = False
+    elif trace.session_pk:
+        earlier = trace.session_pk != scope.session_pk
+    else:  # saved by a version that did not record the conversation
+        earlier = trace.at_ms < since_ms
+    if not earlier:
+        return _render(trace, "Context of the last model request here")
+    return (
+        f"No model request since this conversation was cleared or compacted ({_when(since_ms)}):"
+        " the next one starts from there, without the history below.\n"
+        + _render(trace, "The last one before that")
+    )
+
+
+def _render(trace: ContextTrace, head: str) -> str:
     by_source: dict[str, list[TraceItem]] = defaultdict(list)
     for item in trace.items:
         by_source[item.source].append(item)
     lines = [
-        f"Context of the last model request here ({_when(trace.at_ms)}): "
+        f"{head} ({_when(trace.at_ms)}): "
         f"{trace.total_tokens} of {trace.budget} tokens."
     ]
     order = {name: n for n, name in enumerate(ORDER)}

@@ -179,6 +179,7 @@ def record_step(
             timezone=recorded.timezone,
             is_admin=turn.is_admin,
             summary=recorded.summary,
+            session_started_ms=recorded.session_started_ms,
             in_group=inbound.kind is ChatKind.GROUP,
         )
         if len(text) > max_chars:

@@ -153,3 +153,24 @@ async def test_context_tells_the_truth_after_a_restart(tmp_path: Path) -> None:
     async with app_with(config, channel, FakeLLM()) as app:
         await app.router.submit(inbound("/context", chat="someone-else", user="someone-else"))
         assert channel.texts()[-1].startswith("No model request in this chat yet")
+
+
+async def test_context_after_clear_says_the_listed_request_came_before_it(tmp_path: Path) -> None:
+    """After /clear the next request starts without the old history: `/context` must not
+    present the request before the clear as this conversation's context."""
+    llm, channel = FakeLLM(), MemoryChannel()
+    files = Files(tmp_path)
+    files.put("failover")
+    async with app_with(knowledge_config(tmp_path), channel, llm) as app:
+        await app.router.submit(inbound("tell me about failover"))
+        await app.router.submit(inbound("/context"))
+        before = channel.texts()[-1]
+        assert before.startswith("Context of the last model request here")
+        await app.router.submit(inbound("/clear"))
+        await app.router.submit(inbound("/context"))
+        after = channel.texts()[-1]
+        assert after.startswith("No model request since this conversation was cleared")
+        assert set(_LISTED.findall(after)) == set(_LISTED.findall(before))  # shown as before
+        await app.router.submit(inbound("and the rollback?"))
+        await app.router.submit(inbound("/context"))
+        assert channel.texts()[-1].startswith("Context of the last model request here")
