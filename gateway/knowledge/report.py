@@ -68,10 +68,7 @@ def _render(trace: ContextTrace, head: str) -> str:
     by_source: dict[str, list[TraceItem]] = defaultdict(list)
     for item in trace.items:
         by_source[item.source].append(item)
-    lines = [
-        f"{head} ({_when(trace.at_ms)}): "
-        f"{trace.total_tokens} of {trace.budget} tokens."
-    ]
+    lines = [f"{head} ({_when(trace.at_ms)}): {trace.total_tokens} of {trace.budget} tokens."]
     order = {name: n for n, name in enumerate(ORDER)}
     for source, items in sorted(by_source.items(), key=lambda kv: order.get(kv[0], 5)):
         tokens = sum(i.tokens for i in items)
