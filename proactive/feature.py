@@ -42,7 +42,9 @@ class ProactiveFeature:
 
     def contribute(self, c: Contributions) -> None:
         s, settings, policy = c.services, self.settings, self.policy
-        self.store = store = ProactiveStore(s.vault)
+        # Only the chats of the channels this process runs: `iris chat` leaves Telegram's
+        # follow-ups to `iris run`, and the other way round.
+        self.store = store = ProactiveStore(s.vault, served=tuple(s.delivery.channels))
         self.log = plog = ProactiveLog(s.vault)
         queries = ProactiveAdminQueries(s.vault)
         c.command(

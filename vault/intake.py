@@ -132,11 +132,16 @@ class IntakeStore:
             lambda raw: raw.execute("DELETE FROM intake WHERE id = ?", (row_id,)), "intake finish"
         )
 
-    async def pending(self) -> tuple[list[Pending], list[int]]:
-        """Rows to replay in arrival order, and the ids of rows this version cannot read
-        (marked rejected here)."""
+    async def pending(
+        self, channels: Sequence[str] | None = None
+    ) -> tuple[list[Pending], list[int]]:
+        """Rows to replay in arrival order (of `channels` only, when given), and the ids of
+        rows this version cannot read (marked rejected here)."""
+        only = "" if channels is None else " AND channel IN (SELECT value FROM json_each(?))"
         rows = await self.vault.fetchall(
-            "SELECT id, payload, received_ms FROM intake WHERE state = 'pending' ORDER BY id"
+            f"SELECT id, payload, received_ms FROM intake WHERE state = 'pending'{only}"
+            " ORDER BY id",
+            () if channels is None else (json.dumps(list(channels)),),
         )
         readable: list[Pending] = []
         unreadable: list[tuple[int, str]] = []

@@ -85,6 +85,7 @@ def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool
     return True
 
 
+_ON_CHANNELS = "AND o.channel IN (SELECT value FROM json_each(?))"
 _COLUMNS = (
     "id, idempotency_key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts, "
     "buttons, platform_ids"
@@ -244,12 +245,18 @@ class Outbox:
             lambda raw: enqueue_in_order_in(raw, out, now_ms, history, lease)
         )
 
-    async def first_waiting(self, limit: int = 500, now_ms: int = 0) -> list[WaitingRow]:
+    async def first_waiting(
+        self, limit: int = 500, now_ms: int = 0, channels: Sequence[str] | None = None
+    ) -> list[WaitingRow]:
         """Pending rows that are first in their chat (counting every replica's), soonest due
-        first; with an owner, only those no other live replica holds."""
+        first; with an owner, only those no other live replica holds; with `channels`, only
+        theirs (a process sends only on the channels it runs)."""
         free, params = "", (limit,)  # type: tuple[str, tuple[object, ...]]
         if self.owner is not None:
             free, params = f"AND {_FREE}", (self.owner, now_ms, limit)
+        if channels is not None:
+            free += f" {_ON_CHANNELS}"
+            params = (*params[:-1], json.dumps(list(channels)), limit)
         rows = await self.vault.fetchall(
             f"""SELECT {_COLUMNS}, next_attempt_ms, created_ms,
                        attempts > 0 OR last_error IS NOT NULL AS touched
@@ -388,7 +395,9 @@ class Outbox:
         sql += f", {sets}" if sets else ""
         await self.vault.write(sql + " WHERE id = ?", (status, error, *extra.values(), row_id))
 
-    async def recover_after_crash(self, now_ms: int, *, at_start: bool = True) -> int:
+    async def recover_after_crash(
+        self, now_ms: int, *, at_start: bool = True, channels: Sequence[str] | None = None
+    ) -> int:
         """Rows left `sending` by a crash may have been delivered: mark them uncertain, their
         texts joining their histories (as a live uncertain send's does). With an owner, only
         rows no live replica holds: unowned, expired, or (`at_start`) this replica's own,
@@ -398,6 +407,9 @@ class Outbox:
             mine = "o.owner = ? OR" if at_start else "o.owner != ? AND"
             where += f" AND (o.owner IS NULL OR {mine} o.lease_until <= ?)"
             params = (self.owner, now_ms)
+        if channels is not None:  # another process may be sending on the others right now
+            where += f" {_ON_CHANNELS}"
+            params = (*params, json.dumps(list(channels)))
 
         def recover(raw: sqlite3.Connection) -> int:
             ids = [

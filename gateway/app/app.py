@@ -339,7 +339,7 @@ class App:
         self.intake = build_intake(
             self.config, vault=self.vault, store=self.intake_store, router=self.router,
             clock=self.clock, metrics=self.metrics, replica=self.replica.id,
-            hints=self.fleet.hints,
+            hints=self.fleet.hints, served=tuple(self.channel_map),
         )  # fmt: skip
 
     def channel_health(self) -> list[ChannelHealth]:

@@ -8,7 +8,7 @@ poll as the fallback.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gateway.app.config import Config
 from gateway.core.metrics import Metrics
@@ -23,13 +23,13 @@ from vault.intake_claims import INTAKE_HINTS, IntakeClaims
 
 def build_intake(
     config: Config, *, vault: Vault, store: IntakeStore, router: Router, clock: Clock,
-    metrics: Metrics, replica: str, hints: Callable[[str], Hints | None],
+    metrics: Metrics, replica: str, hints: Callable[[str], Hints | None], served: Sequence[str],
 ) -> Intake:  # fmt: skip
     if vault.dialect != "postgresql":
-        return Intake(store=store, router=router, clock=clock, metrics=metrics)
+        return Intake(store=store, router=router, clock=clock, metrics=metrics, served=served)
     s = config.settings.vault
     return SharedIntake(
         store=store, claims=IntakeClaims(vault), router=router, clock=clock, metrics=metrics,
         replica=replica, hints=hints(INTAKE_HINTS), lease_s=s.inbound_lease_s,
-        poll_s=s.inbound_poll_s,
+        poll_s=s.inbound_poll_s, served=served,
     )  # fmt: skip

@@ -179,7 +179,9 @@ class Delivery:
     async def settle_interrupted(self) -> int:
         """Rows a crash left `sending` may have been delivered: they become uncertain. Rows
         still `pending` from before are the resend's to send."""
-        uncertain = await self.outbox.recover_after_crash(self.clock.now_ms())
+        uncertain = await self.outbox.recover_after_crash(
+            self.clock.now_ms(), channels=tuple(self.channels)
+        )
         if uncertain:
             log.warning(
                 "%d outgoing message(s) were interrupted mid-send: marked uncertain", uncertain
@@ -207,7 +209,9 @@ class Delivery:
             now = self.clock.now_ms()
             try:
                 await self.outbox.renew(now)
-                settled = await self.outbox.recover_after_crash(now, at_start=False)
+                settled = await self.outbox.recover_after_crash(
+                    now, at_start=False, channels=tuple(self.channels)
+                )
             except Exception as exc:  # the vault may be away: the next round tries again
                 log.warning("renewing the outbox leases failed: %s", type(exc).__name__)
                 continue
@@ -234,10 +238,10 @@ class Delivery:
         slots = asyncio.Semaphore(self.resend_concurrency)
         broken: set[int] = set()  # rows whose resend failed outside the send, this call
         while True:
-            now = self.clock.now_ms()
+            now, served = self.clock.now_ms(), tuple(self.channels)  # the others' rows wait
             ready: list[OutboxRow] = []
             next_ms = now + RETRY_PASS_MS if broken else None
-            for waiting in await self.outbox.first_waiting(now_ms=now):
+            for waiting in await self.outbox.first_waiting(now_ms=now, channels=served):
                 at = self._due_ms(waiting)
                 if at is None or waiting.row.id in broken:
                     continue

@@ -35,12 +35,16 @@ log = logging.getLogger(__name__)
 
 class Intake:
     def __init__(
-        self, *, store: IntakeStore, router: Router, clock: Clock, metrics: Metrics
-    ) -> None:
+        self, *, store: IntakeStore, router: Router, clock: Clock, metrics: Metrics,
+        served: Sequence[str] | None = None,
+    ) -> None:  # fmt: skip
         self.store = store
         self.router = router
         self.clock = clock
         self.metrics = metrics
+        # The channels this process runs: it replays only their saved messages (`iris chat`
+        # leaves Telegram's to `iris run`, whose replies it could not send). None: all.
+        self.served = None if served is None else tuple(sorted(served))
         self.failing = False  # the last save failed (health says so until one succeeds)
 
     async def __call__(
@@ -71,6 +75,9 @@ class Intake:
         admitted = await self.store.admit(items, self.clock.now_ms())
         return [self._submit(row_id, inbound, replay=False) for row_id, inbound in admitted]
 
+    def serves(self, chat_key: str) -> bool:
+        return self.served is None or chat_key.partition(":")[0] in self.served
+
     def jobs(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         """Background work the intake needs while serving (none: one process, one vault)."""
         return []
@@ -80,7 +87,7 @@ class Intake:
 
     async def replay(self) -> int:
         """Hand every saved, unfinished message to the router again; how many."""
-        pending, unreadable = await self.store.pending()
+        pending, unreadable = await self.store.pending(self.served)
         for row_id in unreadable:
             log.warning("intake: saved message %d cannot be read by this version: rejected", row_id)
         for row in pending:

@@ -66,9 +66,9 @@ class SharedIntake(Intake):
     def __init__(
         self, *, store: IntakeStore, claims: IntakeClaims, router: Router, clock: Clock,
         metrics: Metrics, replica: str, hints: Hints | None = None, lease_s: float = 15.0,
-        poll_s: float = 1.0,
+        poll_s: float = 1.0, served: Sequence[str] | None = None,
     ) -> None:  # fmt: skip
-        super().__init__(store=store, router=router, clock=clock, metrics=metrics)
+        super().__init__(store=store, router=router, clock=clock, metrics=metrics, served=served)
         self.claims = claims
         self.replica = replica
         self.hints = hints
@@ -117,7 +117,7 @@ class SharedIntake(Intake):
     async def replay(self) -> int:
         """At start: claim the chats with saved messages nobody runs; how many."""
         found = await self.claims.claimable(replica=self.replica, now_ms=self.clock.now_ms())
-        chats = [chat_key for chat_key in found if chat_key not in self._runs]
+        chats = [c for c in found if c not in self._runs and self.serves(c)]
         claimed = await self.claims.claim(
             chats, replica=self.replica, running=set(self._runs), now_ms=self.clock.now_ms(),
             lease_until=self._lease_until(),
@@ -249,7 +249,7 @@ class SharedIntake(Intake):
     # --- finding chats nobody runs ---------------------------------------------------------
 
     def _request(self, chats: Sequence[str]) -> None:
-        wanted = [c for c in chats if c not in self._runs]
+        wanted = [c for c in chats if c not in self._runs and self.serves(c)]
         if wanted and not self._stopping():
             self._to_claim.update(wanted)
             self._claim_wake.set()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +49,7 @@ from vault.proactive.tx import (
     reschedule_in,
     send_times_in,
     sends_since_in,
+    served_filter,
     take_over_in,
 )
 
@@ -76,8 +78,11 @@ class Claimed:
 
 
 class ProactiveStore:
-    def __init__(self, vault: Vault) -> None:
+    def __init__(self, vault: Vault, *, served: Sequence[str] | None = None) -> None:
         self.vault = vault
+        # The channels this process delivers to: the engine claims, waits for and takes over
+        # only their chats' items (None: every channel).
+        self.served = None if served is None else tuple(sorted(served))
         self._gauge = GlobalGauge()  # used only inside write transactions (one at a time)
 
     # -- registration -------------------------------------------------------------------
@@ -186,12 +191,13 @@ class ProactiveStore:
 
     async def claim(self, *, now_ms: int, lease_ms: int, limit: int, token: str) -> list[Item]:
         """Lease up to `limit` due rows (intents first, oldest due first) to `token`."""
-        dialect = self.vault.dialect
+        dialect, served = self.vault.dialect, self.served
         ids = await self.vault.run(
             lambda raw: claim_in(
-                raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token, dialect=dialect
+                raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token, dialect=dialect,
+                served=served,
             )
-        )
+        )  # fmt: skip
         return await self._claimed(ids)
 
     async def expire_and_claim(
@@ -201,13 +207,14 @@ class ProactiveStore:
         """`expire_stale`, then `claim`, in one transaction that also reads back the claimed
         items and the quota-counted sends their users got since `sends_since_ms` and everyone
         got since `global_since_ms` — the start of a tick in one hop."""
-        dialect = self.vault.dialect
+        dialect, served = self.vault.dialect, self.served
 
         def body(raw: sqlite3.Connection) -> Claimed:
             expired = expire_stale_in(raw, now_ms=now_ms, cutoff_ms=cutoff_ms)
             ids = claim_in(
-                raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token, dialect=dialect
-            )
+                raw, now_ms=now_ms, lease_ms=lease_ms, limit=limit, token=token, dialect=dialect,
+                served=served,
+            )  # fmt: skip
             items = [
                 item_from_row(row)
                 for source in ("intent", "trigger")
@@ -235,11 +242,15 @@ class ProactiveStore:
         return sorted(items, key=lambda i: (i.execute_at, i.source, i.id))
 
     async def next_due_ms(self) -> int | None:
+        only, channels = served_filter(self.served)
         value = await self.vault.scalar(
-            """SELECT min(t) FROM (
-                 SELECT min(execute_at) AS t FROM proactive_intents WHERE status = 'pending'
+            f"""SELECT min(t) FROM (
+                 SELECT min(execute_at) AS t FROM proactive_intents
+                 WHERE status = 'pending'{only}
                  UNION ALL
-                 SELECT min(execute_at) FROM proactive_triggers WHERE status = 'pending')"""
+                 SELECT min(execute_at) FROM proactive_triggers
+                 WHERE status = 'pending'{only})""",
+            channels * 2,
         )
         return None if value is None else int(value)
 
@@ -280,6 +291,7 @@ class ProactiveStore:
 
     async def delivering(self) -> list[Delivering]:
         found: list[Delivering] = []
+        only, channels = served_filter(self.served, "i.chat")
         both = await asyncio.gather(  # one read hop for the two tables
             *(
                 self.vault.fetchall(
@@ -287,7 +299,8 @@ class ProactiveStore:
                             o.status AS outbox_status, i.lease_until, i.result AS text
                         FROM {TABLES[source]} i JOIN chats c ON c.id = i.chat
                         JOIN users u ON u.id = i.user JOIN outbox o ON o.id = i.outbox_id
-                        WHERE i.status = 'delivering'"""
+                        WHERE i.status = 'delivering'{only}""",
+                    channels,
                 )
                 for source in ("intent", "trigger")
             )

@@ -12,7 +12,7 @@ the send.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gateway.core.messages import Outbound
 from vault.conversations import insert_message, open_session
@@ -60,12 +60,28 @@ def sends_since_in(raw: sqlite3.Connection, since_ms: int) -> int:
 SKIP_LOCKED = {"sqlite": "", "postgresql": " FOR UPDATE SKIP LOCKED"}
 
 
+def served_filter(
+    served: Sequence[str] | None, column: str = "chat"
+) -> tuple[str, tuple[str, ...]]:
+    """The clause (and its parameters) that keeps rows whose chat is on a channel in `served`:
+    a process claims only what it can deliver (`iris chat` serves the console alone, `iris
+    run` the platforms). None: every channel."""
+    if served is None:
+        return "", ()
+    if not served:
+        return " AND 1 = 0", ()
+    marks = ",".join("?" * len(served))
+    return f" AND {column} IN (SELECT id FROM chats WHERE channel IN ({marks}))", tuple(served)
+
+
 def claim_in(
     raw: sqlite3.Connection, *, now_ms: int, lease_ms: int, limit: int, token: str,
-    dialect: str = "sqlite",
+    dialect: str = "sqlite", served: Sequence[str] | None = None,
 ) -> dict[str, list[int]]:  # fmt: skip
-    """Lease up to `limit` due rows (intents first, oldest due first) to `token`."""
+    """Lease up to `limit` due rows (intents first, oldest due first) to `token`, of chats on
+    the `served` channels."""
     ids: dict[str, list[int]] = {"intent": [], "trigger": []}
+    only, channels = served_filter(served)
     for source in ("intent", "trigger"):
         left = limit - len(ids["intent"])
         if left <= 0:
@@ -74,10 +90,10 @@ def claim_in(
             f"""UPDATE {TABLES[source]} SET claim = ?, lease_until = ?, attempts = attempts + 1
                 WHERE id IN (SELECT id FROM {TABLES[source]}
                     WHERE status = 'pending' AND execute_at <= ?
-                      AND (lease_until IS NULL OR lease_until <= ?)
+                      AND (lease_until IS NULL OR lease_until <= ?){only}
                     ORDER BY execute_at LIMIT ?{SKIP_LOCKED[dialect]})
                 RETURNING id""",
-            (token, now_ms + lease_ms, now_ms, now_ms, left),
+            (token, now_ms + lease_ms, now_ms, now_ms, *channels, left),
         ).fetchall()  # every RETURNING row is fetched before COMMIT
         ids[source] = [int(r[0]) for r in rows]
     return ids
