@@ -11,10 +11,10 @@ import re
 
 from gateway.core.errors import UserInputError
 from gateway.turns.commands import Command, CommandCall, parse_item_id, typed_id
-from proactive.gate_run import describe, item_label
+from proactive.gate_run import KEPT, item_label
 from proactive.policy import PolicyConfig, local, user_prefs
 from vault.conversations import Conversations
-from vault.proactive.gate_calls import GateCalls
+from vault.proactive.gate_calls import GateCall, GateCalls
 from vault.proactive.items import Source
 from vault.proactive.log import ProactiveLog
 from vault.proactive.store import ProactiveStore
@@ -27,6 +27,33 @@ ENGINE_OFF = (
     "(This gateway's admin has switched proactive messages off for now, so none will come "
     "until they switch them back on.)"
 )
+
+
+# What each tool the decision may use did, as a user reads it in `/why` (the model's own
+# record of a call, with the tool's name and arguments, is `gate_run.describe`).
+DID = {
+    "memory_remember": "saved a memory",
+    "memory_search": "searched your memories",
+    "documents_search": "looked in the team documents",
+    "proactive_intent": "scheduled a follow-up",
+    "proactive_cancel": "cancelled a follow-up",
+    "proactive_list": "looked at your follow-ups",
+    "proactive_quota": "checked today's quota",
+    "proactive_engage": "noted that you had answered",
+}
+
+
+def unnoted(reason: str | None) -> str:
+    """An item's reason without the gate's note of its tool calls (listed in words after)."""
+    return (reason or "").split(KEPT, 1)[0]
+
+
+def told(call: GateCall) -> str:
+    did = DID.get(call.tool, call.tool.replace("_", " "))
+    outcome = call.result.strip().splitlines()[0][:120] if call.result.strip() else ""
+    if call.is_error:
+        return f"{did}, which failed" + (f" ({outcome})" if outcome else "")
+    return f"{did} ({outcome})" if outcome else did
 
 
 class ProactiveCommands:
@@ -140,12 +167,12 @@ class ProactiveCommands:
             lines.append(
                 f"My last proactive message (message #{last.log_id}, {when:%Y-%m-%d %H:%M}, "
                 f"{last.status}) came from {origin} #{last.source_id}: {detail}.\n"
-                f"Outcome: {last.reason or last.status}."
+                f"Outcome: {unnoted(last.reason) or last.status}."
             )
             source: Source = "intent" if last.type == "intent" else "trigger"
             used = await self.calls.of_item(source, last.source_id)
             if used:
-                lines.append("While deciding I used: " + "; ".join(describe(c) for c in used))
+                lines.append("While deciding I used: " + "; ".join(told(c) for c in used))
         considered = await self.calls.last_considered(scope.user_pk, chat)
         unsent = await self.calls.last_unsent(scope.user_pk, chat)
         if unsent is not None and (considered is None or unsent.at_ms > considered.at_ms):
@@ -160,14 +187,14 @@ class ProactiveCommands:
             verb = {"pending": "put it off", "skipped": "did not send it"}.get(
                 considered.status, f"it ended {considered.status}"
             )
-            when = local(considered.at_ms, zone)
+            when, why = local(considered.at_ms, zone), unnoted(considered.reason)
             lines.append(
                 f"{'Since then' if last else 'But'} I considered "
                 f"{item_label(considered.source, considered.id)} ({when:%Y-%m-%d %H:%M}: "
-                f'"{considered.what}") and {verb} — {considered.reason or considered.status}.'
+                f'"{considered.what}") and {verb} — {why or considered.status}.'
                 + (
                     " What I did while deciding stays done: "
-                    + "; ".join(describe(c) for c in considered.calls)
+                    + "; ".join(told(c) for c in considered.calls)
                     if considered.calls
                     else ""
                 )

@@ -78,8 +78,11 @@ class Asked:
         """For an item's reason: the effects that stand whatever the decision was."""
         if not self.tools_used:
             return ""
-        return f" (kept the effects of {len(self.tools_used)} tool call(s) made while deciding: " \
+        return f"{KEPT}{len(self.tools_used)} tool call(s) made while deciding: " \
                f"{', '.join(self.tools_used)})"  # fmt: skip
+
+
+KEPT = " (kept the effects of "  # starts `Asked.note`: `/why` says it in words of its own
 
 
 def item_label(source: str, item_id: int) -> str:

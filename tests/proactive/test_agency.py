@@ -60,7 +60,8 @@ async def test_the_model_remembers_then_skips_and_the_memory_stays(tmp_path: Pat
         assert "I haven't sent you any proactive message yet." in answer
         assert "I considered follow-up #1" in answer
         assert "did not send it" in answer
-        assert "memory_remember(text='moves to Lisbon in May') -> remembered as memory #1" in answer
+        assert "stays done: saved a memory (remembered as memory #1)" in answer
+        assert "memory_remember" not in answer
 
 
 async def test_why_names_an_item_skipped_without_tool_calls(tmp_path: Path) -> None:
@@ -122,7 +123,7 @@ async def test_a_crash_between_a_tool_call_and_the_decision(tmp_path: Path, deci
         assert h.channel.texts() == expected
         assert await h.status(intent) == ("sent" if decision == "send" else "skipped")
         if decision == "send":
-            assert "While deciding I used: memory_remember" in await why(h)
+            assert "While deciding I used: saved a memory (remembered as memory #1)" in await why(h)
 
 
 async def test_a_defer_after_a_tool_call_keeps_the_effect_and_says_so(tmp_path: Path) -> None:
@@ -136,8 +137,10 @@ async def test_a_defer_after_a_tool_call_keeps_the_effect_and_says_so(tmp_path: 
         assert row["reason"].startswith("gate deferred: busy (kept the effects of 1 tool call")
         pending = await h.store.pending_intents(user)
         assert sorted(i.what for i in pending) == ["ask about the demo", "check the server"]
-        assert "I considered follow-up #1" in await why(h)
-        assert "put it off" in await why(h)
+        answer = await why(h)
+        assert "I considered follow-up #1" in answer and "put it off" in answer
+        assert "What I did while deciding stays done: scheduled a follow-up (" in answer
+        assert "proactive_intent" not in answer  # the user reads what was done, not the tool
 
 
 async def test_prose_instead_of_a_decision_gets_one_forced_round(tmp_path: Path) -> None:
