@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.formatting import split_text, to_mrkdwn
-from gateway.core.messages import Button, ChatKind, ChatRef, Inbound, UserRef
+from gateway.core.messages import (
+    Button,
+    ChatKind,
+    ChatRef,
+    Inbound,
+    UserRef,
+    with_attachment,
+)
 
 CHANNEL = "slack"
 # Slack truncates long messages and recommends at most 4,000 characters per message.
@@ -79,16 +86,27 @@ def event_to_inbound(body: dict[str, Any], me: SlackIdentity) -> Inbound | None:
     keys = [f"slack:ts:{channel}:{ts}"]
     if body.get("event_id"):
         keys.insert(0, f"slack:event:{body['event_id']}")
+    text = unescape(" ".join(raw.replace(tag, " ").split()) if tag in raw else raw)
     return Inbound(
         chat=ChatRef(channel=CHANNEL, chat_id=str(channel), thread_id=thread),
         user=UserRef(channel=CHANNEL, user_id=str(user)),
-        text=unescape(" ".join(raw.replace(tag, " ").split()) if tag in raw else raw),
+        text=with_attachment(text, _files(event.get("files"))),
         message_id=str(ts),
         kind=ChatKind.DM if is_dm else ChatKind.GROUP,
         mentioned=event["type"] == "app_mention" or tag in raw,
         at_ms=_ts_ms(str(ts)),
         dedupe_keys=tuple(keys),
     )
+
+
+def _files(files: object) -> str | None:
+    """What the message's files are, for the note in front of its text (None: no file)."""
+    if not isinstance(files, list) or not files:
+        return None
+    names = [str(f.get("name") or "")[:80] for f in files if isinstance(f, dict)]
+    named = ", ".join(n for n in names if n)
+    what = "a file" if len(files) == 1 else f"{len(files)} files"
+    return f"{what}: {named}" if named else what
 
 
 COMMAND_PREFIX = "cmd-"

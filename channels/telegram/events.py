@@ -23,7 +23,14 @@ from telegram import (
 )
 
 from gateway.core.formatting import split_text, to_plain, to_telegram_html, utf16_len
-from gateway.core.messages import Button, ChatKind, ChatRef, Inbound, UserRef
+from gateway.core.messages import (
+    Button,
+    ChatKind,
+    ChatRef,
+    Inbound,
+    UserRef,
+    with_attachment,
+)
 
 CHANNEL = "telegram"
 # Telegram's limit is 4096 characters after entity parsing, counted in UTF-16 code units.
@@ -54,10 +61,11 @@ def update_to_inbound(update: Update, me: BotIdentity, *, now_ms: int = 0) -> In
     mentioned = _mentions_bot(message, me)
     user = message.from_user
     thread = str(message.message_thread_id) if message.is_topic_message else None
+    text = _strip_mention(text, me) if mentioned else text
     return Inbound(
         chat=ChatRef(channel=CHANNEL, chat_id=str(message.chat.id), thread_id=thread),
         user=UserRef(channel=CHANNEL, user_id=str(user.id), display_name=user.full_name),
-        text=_strip_mention(text, me) if mentioned else text,
+        text=text if message.text is not None else with_attachment(text, _attached(message)),
         message_id=str(message.message_id),
         kind=ChatKind.DM if chat_type == "private" else ChatKind.GROUP,
         mentioned=mentioned,
@@ -65,6 +73,22 @@ def update_to_inbound(update: Update, me: BotIdentity, *, now_ms: int = 0) -> In
         at_ms=int(message.date.timestamp() * 1000),
         dedupe_keys=(f"telegram:update:{update.update_id}",),
     )
+
+
+# What a message may carry besides its caption (an animation is also a `document`: first).
+_ATTACHMENTS = (
+    ("photo", "a photo"),
+    ("video", "a video"),
+    ("video_note", "a video message"),
+    ("animation", "an animation"),
+    ("audio", "an audio file"),
+    ("voice", "a voice message"),
+    ("document", "a file"),
+)
+
+
+def _attached(message: Message) -> str | None:
+    return next((what for attr, what in _ATTACHMENTS if getattr(message, attr, None)), None)
 
 
 def callback_to_inbound(update_id: int, query: CallbackQuery, now_ms: int) -> Inbound | None:

@@ -173,3 +173,14 @@ class RejectedInbound:
     key: str
     reason: str
     raw: str = ""
+
+
+# Iris reads text only: a photo captioned "what is this?" reaches the model with a note in
+# front of the caption, so that it says it cannot see the photo rather than guess. A caption
+# that is a command stays the command; a file without a caption has no text at all.
+def with_attachment(text: str, what: str | None) -> str:
+    """`text` (a caption) with a note that `what` ("a photo", "a file: notes.pdf") came with
+    it and cannot be read here; `text` alone when nothing came, or it is empty or a command."""
+    if what is None or not text.strip() or text.lstrip().startswith("/"):
+        return text
+    return f"[{what} came with this message, not readable here] {text}"

@@ -113,6 +113,19 @@ def test_bots_ourselves_edits_and_other_events_are_ignored() -> None:
     assert event_to_inbound(envelope(dm(subtype="file_share")), ME) is not None
 
 
+def test_a_message_with_files_says_so_before_its_text() -> None:
+    shared = dm(text="can you read this?", subtype="file_share", files=[{"name": "plan.pdf"}])
+    inbound = event_to_inbound(envelope(shared), ME)
+    assert inbound is not None
+    assert (
+        inbound.text
+        == "[a file: plan.pdf came with this message, not readable here] can you read this?"
+    )
+    two = dm(text="both?", subtype="file_share", files=[{"name": "a.png"}, {"id": "F2"}])
+    assert event_to_inbound(envelope(two), ME).text.startswith("[2 files: a.png came")  # type: ignore[union-attr]
+    assert event_to_inbound(envelope(dm(text="hi", files=[])), ME).text == "hi"  # type: ignore[union-attr]
+
+
 def test_slash_command_becomes_a_slash_text() -> None:
     payload = {
         "command": "/iris",

@@ -93,6 +93,30 @@ def test_caption_counts_as_text_and_no_text_stays_empty() -> None:
     assert translate(data).text == "look at this"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "what"),
+    [
+        ("photo", [{"file_id": "p", "file_unique_id": "p", "width": 9, "height": 9}], "a photo"),
+        ("document", {"file_id": "d", "file_unique_id": "d", "file_name": "x.pdf"}, "a file"),
+        ("voice", {"file_id": "v", "file_unique_id": "v", "duration": 3}, "a voice message"),
+    ],
+)
+def test_a_caption_says_what_came_with_it_so_the_model_does_not_guess(
+    field: str, value: object, what: str
+) -> None:
+    data = message_update("ignored")
+    del data["message"]["text"]
+    data["message"][field] = value
+    data["message"]["caption"] = "what is in this?"
+    assert translate(data).text == (  # type: ignore[union-attr]
+        f"[{what} came with this message, not readable here] what is in this?"
+    )
+    data["message"]["caption"] = "/help"  # a command stays a command
+    assert translate(data).text == "/help"  # type: ignore[union-attr]
+    del data["message"]["caption"]  # no text at all: the router's "I can only read text"
+    assert translate(data).text == ""  # type: ignore[union-attr]
+
+
 def test_reply_chunks_respect_the_utf16_budget_and_escape_each_chunk() -> None:
     text = ("😀 <b> " * 1500).strip()  # emoji are two UTF-16 units each
     chunks = reply_chunks(text)
