@@ -229,7 +229,8 @@ class PgVault(Vault):
         params = conninfo_to_dict(self.url)
         password = params.pop("password", None)
         env = {**os.environ, **({"PGPASSWORD": str(password)} if password else {})}
-        partial = target.with_name(target.name + ".partial")
+        # Its own side file: two backups to the same target at once must not write into one.
+        partial = target.with_name(f"{target.name}.{os.urandom(4).hex()}.partial")
         dbname = make_conninfo("", **params)
         process = await asyncio.create_subprocess_exec(
             pg_dump, "--format=custom", f"--file={partial}", f"--dbname={dbname}",
@@ -245,7 +246,10 @@ class PgVault(Vault):
             if process.returncode != 0:
                 reason = err.decode(errors="replace").strip().splitlines()
                 raise VaultError(f"pg_dump failed: {reason[-1] if reason else process.returncode}")
-            await asyncio.to_thread(partial.rename, target)
+            try:  # a link, not a rename: a backup that finished first is never replaced
+                await asyncio.to_thread(os.link, partial, target)
+            except FileExistsError:
+                raise VaultError(f"backup target already exists: {target}") from None
         finally:
             await asyncio.to_thread(partial.unlink, missing_ok=True)
 

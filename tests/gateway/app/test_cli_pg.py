@@ -4,6 +4,8 @@ and one clear line for each bad input. Real subprocesses against the session's P
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -85,6 +87,34 @@ def test_backup_uses_pg_dump_and_says_so_when_it_is_missing(
     assert lacking.returncode == 1
     assert "needs pg_dump" in lacking.stderr and "not on PATH" in lacking.stderr
     assert not (tmp_path / "b" / "other.dump").exists()
+
+
+def test_two_backups_to_one_target_at_once_make_one_whole_file(
+    tmp_path: Path, pg_server: PgServer, pg_url: str
+) -> None:
+    """Each dump has its own side file, and a finished one is never replaced: one backup
+    succeeds, the other says the target exists, whatever the timing."""
+    assert pg_server.bin_dir is not None
+    path = f"{pg_server.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {"IRIS_VAULT__URL": pg_url, "PATH": path}
+    assert iris(tmp_path, "db", "migrate", env=env).returncode == 0
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gateway.app", "db", "backup", "same.dump"],
+            cwd=tmp_path,
+            env={**full_env, **env},
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    results = sorted((p.wait(60), p.communicate()[1]) for p in both)
+    assert [code for code, _ in results] == [0, 1]
+    assert "backup target already exists" in results[1][1]
+    assert (tmp_path / "same.dump").read_bytes()[:5] == b"PGDMP"
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
 
 
 def test_a_failed_backup_leaves_no_file_and_keeps_the_password_off_the_command_line(
