@@ -7,7 +7,9 @@ through the privacy filter for the chat the trigger concerns (`guard.py`), cut t
 `min_relevance` and `max_per_trigger`, and written to the vault as one event; only then is
 delivery told (`notify`). Nothing is ever sent that is not a row first.
 
-Who may see what: a message's items are checked against that turn's scope; a changed document
+Who may see what: a message's items are checked against that turn's scope, and a document
+restricted to some chats reaches a subscription made over the API only if it names this chat
+(one without `chats` gets only unscoped documents, as for a change); a changed document
 goes to a subscription without a chat filter only if it has no scope, and to each filtered chat
 only if visible there; a memory goes only to subscriptions naming its owner in `users` (and
 never to one made in a group chat). A subscription made in a chat (`owner` a chat key) only
@@ -144,12 +146,26 @@ class Engine:
         found = await finder.find(
             scope, scope.text, limit=sub.max_per_trigger, min_relevance=sub.min_relevance
         )
-        allowed = await self.guard.allowed(scope, [c.key for c in found])
+        keys = [c.key for c in found]
+        allowed = await self.guard.allowed(scope, keys)
+        if sub.owner == API_OWNER:  # the listener is not the chat: what it may hear, less
+            allowed &= await self._for_listener(sub, scope, keys)
         return [
             item(c.type, c.title, c.summary, c.relevance, f"{match.reason}; {c.reason}")
             for c in found
             if c.key in allowed and c.relevance >= sub.min_relevance
         ]
+
+    async def _for_listener(self, sub: SubscriptionRow, scope: Scope, keys: list[str]) -> set[str]:
+        """What an API subscription may receive of a chat's items: a document restricted by
+        `[context.scopes]` only if the subscription names this chat (without `chats`, only
+        the unscoped ones); the other items as the chat may see them."""
+        documents = [k for k in keys if k.startswith("doc:")]
+        if sub.chats and scope.chat.key in sub.chats:
+            return set(keys)
+        return {k for k in keys if k not in documents} | await self._documents_in(
+            "", documents, scope.now_ms
+        )
 
     async def documents_changed(self, paths: Sequence[str]) -> None:
         """The knowledge rescan indexed new versions of these documents."""
@@ -171,13 +187,14 @@ class Engine:
             for chat in sub.chats or [""]:
                 keys = [f"doc:{doc_id}" for doc_id, *_ in matched]
                 allowed = await self._documents_in(chat, keys, now)
+                shown = [(d, path, title, m) for d, path, title, m in matched
+                         if f"doc:{d}" in allowed]  # fmt: skip
                 items = [
                     item("change", title, f"{path} has a new version", 1.0, m.reason)
-                    for doc_id, path, title, m in matched
-                    if f"doc:{doc_id}" in allowed
+                    for _, path, title, m in shown
                 ]
-                if items:
-                    source = ",".join(p for _, p, _, _ in matched)[:200]
+                if items:  # the source names only what this listener may see
+                    source = ",".join(path for _, path, _, _ in shown)[:200]
                     trigger = {"type": TriggerType.DOCUMENT_CHANGED, "source": source, "chat": chat}
                     await self._emit(sub, trigger, items, now)
 

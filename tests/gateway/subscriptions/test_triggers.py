@@ -54,12 +54,19 @@ async def test_a_changed_document_reaches_only_chats_that_may_see_it(tmp_path: P
         def titles(found: list[dict[str, Any]]) -> list[list[str]]:
             return [[i["title"] for i in e["items"]] for e in found]
 
-        assert titles(await events(subs, everyone["id"])) == [["Deploy"]]  # public only
+        [public] = await events(subs, everyone["id"])
+        assert titles([public]) == [["Deploy"]]  # public only, and its source names no other
+        assert public["trigger"]["source"] == "docs/runbooks/deploy.md"
         [event] = await events(subs, team["id"])
         assert event["trigger"]["type"] == "document_changed"
         assert event["trigger"]["chat"] == "memory:team"
         assert sorted(i["title"] for i in event["items"]) == ["Deploy", "Team plan"]
-        assert titles(await events(subs, other["id"])) == [["Deploy"]]
+        assert sorted(event["trigger"]["source"].split(",")) == [
+            "docs/runbooks/deploy.md", "docs/team/plan.md",
+        ]  # fmt: skip
+        [elsewhere] = await events(subs, other["id"])
+        assert titles([elsewhere]) == [["Deploy"]]
+        assert elsewhere["trigger"]["source"] == "docs/runbooks/deploy.md"
         assert await events(subs, by_user["id"]) == []
 
 
