@@ -70,6 +70,8 @@ class Candidate:
     reason: str
     # The item's text as the model would be given it after "Use" (not part of identity).
     content: str = field(default="", compare=False, repr=False)
+    # A document's content hash: whether the request carried this very version.
+    version: str = field(default="", compare=False, repr=False)
 
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
@@ -279,6 +281,7 @@ class Finder:
             relevance=relevance,
             reason=reason,
             content=f"{doc.title} ({doc.path})\n{body}"[:CONTENT_CHARS],
+            version=doc.content_hash,
         )
 
     # --- the user's own items ---------------------------------------------------------

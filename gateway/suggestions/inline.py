@@ -55,11 +55,13 @@ def in_trace(traces: TraceStore, scope: Scope) -> tuple[set[str], set[str]]:
 
 
 def already_given(c: Candidate, titles: set[str], hashes: set[str]) -> bool:
-    """Whether the request carried `c`, so offering it adds nothing. Never for a document
-    that changed since it was given or is superseded: the reply may rest on the old text,
-    which is exactly what the user must hear."""
-    if c.type in (ItemType.CHANGE, ItemType.WARNING):
+    """Whether the request carried `c`, so offering it adds nothing. Never for a superseded
+    document, nor for one that changed since it was given — unless this very request carried
+    its new version (the reply rests on it: "changed since" would be news to no one)."""
+    if c.type is ItemType.WARNING:
         return False
+    if c.type is ItemType.CHANGE:
+        return bool(c.version) and c.version in hashes
     if c.key.startswith("doc:"):
         return c.title in titles
     if c.key.startswith("memory:"):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from gateway.core.llm import LLMRequest
 from gateway.core.messages import ChatKind, OutboundKind
-from tests.gateway.knowledge.support import request_text
-from tests.gateway.suggestions.support import World, world_for
+from tests.gateway.knowledge.support import request_text, write
+from tests.gateway.suggestions.support import DEPLOY, World, world_for
 
 DEPLOY_Q = "the canary deploy failed, how do I roll back the release?"
 MINUTE = 60  # ManualClock.advance takes seconds
@@ -176,16 +176,32 @@ async def test_a_button_under_an_older_block_acts_on_its_own_item(tmp_path: Path
 
 def test_a_changed_or_superseded_document_the_request_carried_is_still_offered() -> None:
     """The reply may rest on the old or superseded text: that is what the user must hear,
-    whereas a document the request carried as it is adds nothing."""
+    whereas a document the request carried as it is adds nothing — a changed one included,
+    when the request carried its new version."""
     from gateway.suggestions.finder import Candidate, ItemType
     from gateway.suggestions.inline import already_given
 
     def doc(kind: ItemType) -> Candidate:
         return Candidate(key="doc:5", type=kind, title="ADR 0005", summary="", relevance=0.9,
-                         reason="")  # fmt: skip
+                         reason="", version="new")  # fmt: skip
 
     carried = {"ADR 0005"}
     assert already_given(doc(ItemType.DECISION), carried, set())
     assert already_given(doc(ItemType.DOC), carried, set())
-    assert not already_given(doc(ItemType.CHANGE), carried, set())
-    assert not already_given(doc(ItemType.WARNING), carried, set())
+    assert not already_given(doc(ItemType.CHANGE), carried, {"old"})
+    assert already_given(doc(ItemType.CHANGE), carried, {"new"})
+    assert not already_given(doc(ItemType.WARNING), carried, {"new"})
+
+
+async def test_a_changed_document_the_reply_was_given_anew_is_not_offered_as_changed(
+    tmp_path: Path,
+) -> None:
+    async with world_for(tmp_path, knowledge_tokens=4000, chat_cooldown_minutes=0,
+                         item_cooldown_hours=0) as w:  # fmt: skip
+        assert len(await w.say(DEPLOY_Q)) == 1  # carried: nothing to add
+        write(w.root, "deploy.md", DEPLOY.replace("previous release", "last green release"))
+        await w.rescan()
+        w.clock.advance(MINUTE)
+        sent = await w.say(DEPLOY_Q)
+        assert "last green release" in request_text(w.llm.requests[-1])  # given anew
+        assert len(sent) == 1, sent  # no "Changed: … since this chat last used it"
