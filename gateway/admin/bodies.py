@@ -36,7 +36,20 @@ def _body_error(status: int, error: str, message: str) -> ApiError:
     return ApiError(status, error, [{"field": "body", "message": message}])
 
 
+def plain(request: web.Request) -> str | None:
+    """Why the body cannot be read as sent, or None. The server does not decompress
+    (`auto_decompress=False`: a body that claims gzip but is not, or brotli without the
+    library, broke inside aiohttp with a 500 or a bare 400 before any route or token check),
+    and no client of this API needs to compress a body of at most 64 KiB."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    return f"Content-Encoding {encoding[:40]!r} is not accepted: send the body uncompressed"
+
+
 async def read_body(request: web.Request, model: type[BaseModel]) -> BaseModel:
+    if (refused := plain(request)) is not None:
+        raise _body_error(400, "compressed body", refused)
     too_large = f"the limit is {MAX_BODY} bytes"
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise _body_error(413, "body too large", too_large)

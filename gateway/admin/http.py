@@ -21,6 +21,7 @@ from typing import Self
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.admin.bodies import plain
 from gateway.core.errors import AddressInUse, ConfigError
 from gateway.core.messages import ChannelHealth, WebRequest, WebResponse
 from gateway.core.ports import WebHandler, WebRoute
@@ -104,9 +105,10 @@ class HttpServer:
         self._app.router.add_route(method, path, handler)
 
     async def __aenter__(self) -> Self:
-        runner = web.AppRunner(
-            self._app, handle_signals=False, access_log=None, logger=_protocol_log
-        )
+        runner = web.AppRunner(  # bodies as sent: see `bodies.plain`
+            self._app, handle_signals=False, access_log=None, logger=_protocol_log,
+            auto_decompress=False,
+        )  # fmt: skip
         await runner.setup()
         try:
             site = web.TCPSite(runner, self._host, self._port)
@@ -138,6 +140,8 @@ async def _stopping(app: web.Application) -> None:
 
 def _adapt(handler: WebHandler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.Response:
+        if (refused := plain(request)) is not None:
+            return web.Response(status=400, text=refused)
         body = await request.read()
         req = WebRequest(
             method=request.method,

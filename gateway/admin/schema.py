@@ -277,7 +277,8 @@ ENDPOINTS: list[Endpoint] = [
 ]  # fmt: skip
 
 _STATUS_TEXT = {
-    400: "Malformed JSON or JSON nested too deep (detail says where); for a follow-up also a "
+    400: "Malformed JSON, JSON nested too deep or a compressed body (detail says which); "
+    "for a follow-up also a "
     "time outside one minute to one year from now, which no schema can express",
     401: "Missing or wrong bearer token",
     404: "Unknown id, user or chat, or a user who never wrote in that chat",

@@ -304,3 +304,31 @@ async def test_api_is_mounted_on_the_app_server_only_with_a_token(tmp_path: Any)
         assert app.http is not None
         async with session.get(f"http://127.0.0.1:{app.http.port}/stats", headers=AUTH) as gone:
             assert gone.status == 404
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd"])
+async def test_a_compressed_body_is_a_400_after_the_token_check(
+    tmp_path: Any, encoding: str
+) -> None:
+    """The server does not decompress: a body claiming gzip that is not was a 500 (and
+    brotli a bare 400 before any token check)."""
+    import gzip
+
+    import aiohttp
+
+    body = json.dumps({"user": "telegram:1", "what": "x", "delay_minutes": 5}).encode()
+    async with (
+        await http_app(tmp_path, {"IRIS_API_TOKEN": TOKEN}) as app,
+        aiohttp.ClientSession(auto_decompress=False) as session,
+    ):
+        assert app.http is not None
+        url = f"http://127.0.0.1:{app.http.port}/proactive/intent"
+        for sent in (body, gzip.compress(body)):
+            headers = {"Content-Encoding": encoding, "Content-Type": "application/json"}
+            async with session.post(url, data=sent, headers=headers) as denied:
+                assert denied.status == 401
+            async with session.post(url, data=sent, headers={**headers, **AUTH}) as res:
+                assert res.status == 400
+                answer = await res.json()
+                assert answer["error"] == "compressed body"
+                assert "send the body uncompressed" in answer["detail"][0]["message"]
