@@ -97,7 +97,9 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
         stop.set()
 
     with in_use(config.settings.vault.path, config.settings.vault.url):
-        async with App(config=config, channels=[console], background=[stop_at_eof]) as app:
+        async with App(
+            config=config, channels=[console], background=[stop_at_eof], http_optional=True
+        ) as app:
             await app.serve(stop)
     return 0
 

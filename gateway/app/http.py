@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from gateway.admin.api import AdminApi
 from gateway.admin.http import HttpServer, health_route
-from gateway.core.errors import ConfigError
+from gateway.core.errors import AddressInUse, ConfigError
 from gateway.core.ports import ServesRoutes
 
 if TYPE_CHECKING:
@@ -34,7 +34,13 @@ async def open_http(app: App, stack: AsyncExitStack) -> HttpServer | None:
         server.add_route(route)
     server.add_route(health_route(app.channel_health, app.delivery.health.problems, app.replica))
     _mount_admin_api(app, server)
-    return await stack.enter_async_context(server)
+    try:
+        return await stack.enter_async_context(server)
+    except AddressInUse as exc:
+        if routes or not app.http_optional:
+            raise
+        log.warning("%s: running without the HTTP server (is `iris run` serving it?)", exc)
+        return None
 
 
 def _mount_admin_api(app: App, server: HttpServer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -41,6 +42,25 @@ def iris(
         cwd=tmp_path,
         env=full_env,
     )
+
+
+def test_chat_runs_beside_a_process_that_holds_the_http_port(
+    tmp_path: Path, model_url: str
+) -> None:
+    """`iris chat` beside `iris run` with `[http] enabled`: the console needs no server, so a
+    taken port is a warning there (for `iris run` it stays an error a service manager retries)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        env = {"ANTHROPIC_API_KEY": "test", "IRIS_LLM__BASE_URL": model_url,
+               "IRIS_HTTP__ENABLED": "true", "IRIS_HTTP__PORT": port}  # fmt: skip
+        chat = iris(tmp_path, "chat", stdin="hello\n", env=env)
+        assert chat.returncode == 0, chat.stderr
+        assert chat.stdout.strip().splitlines()[0] == "echo: hello"
+        assert "the address is in use: running without the HTTP server" in chat.stderr
+        run = iris(tmp_path, "run", env=env)
+        assert run.returncode != 0 and "the address is in use" in run.stderr
 
 
 def test_chat_with_piped_stdin_answers_each_line_in_order(tmp_path: Path, model_url: str) -> None:
