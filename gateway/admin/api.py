@@ -220,7 +220,8 @@ class AdminApi:
 
     def _read(self, read: ApiRead) -> Operation:
         async def run(request: web.Request, args: None) -> JSON:
-            return await read.handler(query_user(request, required=read.user_required))
+            user = query_user(request, required=read.user_required) if read.takes_user else None
+            return await read.handler(user)
 
         return run
 

@@ -297,7 +297,14 @@ def openapi(
     `/proactive/*` path, as the server then serves none."""
     components: dict[str, Any] = {}
     features = [
-        Endpoint("get", r.path, r.summary, user_query=r.user_required, errors=(404,)) for r in reads
+        Endpoint(
+            "get",
+            r.path,
+            r.summary,
+            user_query=r.user_required if r.takes_user else None,
+            errors=(404,) if r.takes_user else (),
+        )
+        for r in reads
     ] + [Endpoint("post", w.path, w.summary, w.body, errors=(400, 404)) for w in writes]
     features += [
         Endpoint(r.method.lower(), r.path, r.summary, r.body, r.response, errors=r.errors,

@@ -74,6 +74,7 @@ class ApiRead:
     summary: str
     handler: Callable[[str | None], Awaitable[JSON]]
     user_required: bool = False
+    takes_user: bool = True  # False: no `user` parameter (the handler always gets None)
 
 
 @dataclass(frozen=True, slots=True)

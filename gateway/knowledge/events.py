@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gateway.agent.context import ContextPipeline, ProviderInfo
-from gateway.core.errors import UserInputError, VaultError
+from gateway.core.errors import NotFound, UserInputError, VaultError
 from gateway.core.ports import Clock
 from vault.audit import AuditLog, Outcome
 from vault.context_settings import ContextSettings, ProviderSetting
@@ -121,7 +121,7 @@ class ProviderEvents:
     def _check(self, name: str, enabled: bool | None, priority: int | None) -> None:
         names = [p.name for p in self.pipeline.providers()]
         if name not in names:
-            raise UserInputError(
+            raise NotFound(
                 f"Unknown context provider '{name[:40]}'. Providers: {', '.join(names)}."
             )
         if enabled is None and priority is None:

@@ -130,7 +130,8 @@ class KnowledgeFeature:
             return render(await traces.latest(scope.chat.key), scope)
 
         c.tool(Tool("context_status", STATUS_TOOL, NoArgs, context_status))
-        c.api_read(ApiRead("/context/providers", "Context providers per phase", self._api_list))
+        c.api_read(ApiRead("/context/providers", "Context providers per phase", self._api_list,
+                           takes_user=False))  # fmt: skip
         c.api_write(
             ApiWrite(
                 "/context/providers",

@@ -160,7 +160,7 @@ async def test_events_over_http(client: TestClient[Any, Any], chat: Chat) -> Non
     assert changed.status == 200 and (await changed.json())["enabled"] is False
     assert "memories: enrich, priority 50, off" in await chat("/context events list")
     unknown = await client.post("/context/providers", json={"name": "nope"}, headers=auth)
-    assert unknown.status == 400
+    assert unknown.status == 404  # an unknown id, as for every route
     assert "Providers: persona" in (await unknown.json())["error"]
     invalid = await client.post(
         "/context/providers", json={"name": "memories", "priority": 5000}, headers=auth
@@ -170,5 +170,7 @@ async def test_events_over_http(client: TestClient[Any, Any], chat: Chat) -> Non
     assert nothing.status == 400 and "Nothing to change" in (await nothing.json())["error"]
     document = await (await client.get("/openapi.json", headers=auth)).json()
     assert {"get", "post"} <= set(document["paths"]["/context/providers"])
+    assert "404" in document["paths"]["/context/providers"]["post"]["responses"]
+    assert "parameters" not in document["paths"]["/context/providers"]["get"]  # no `user`
     rows = await chat.app.vault.fetchall("SELECT actor, action, outcome FROM audit_log")
     assert ("api", "api context/providers", "ok") in [tuple(r) for r in rows]
