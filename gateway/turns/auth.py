@@ -73,6 +73,13 @@ class Authorizer:
         """Denied in chat and not let in by the file (the file wins)."""
         return user.key in self._denied and self.configured(user) is None
 
+    def use(self, grants: Iterable[Grant]) -> None:
+        """The decisions admins made in chat, as the vault has them now (another process, an
+        `iris chat` or a replica, may have made some)."""
+        decided = list(grants)
+        self._granted = {g.key for g in decided if g.access is Access.ALLOW}
+        self._denied = {g.key for g in decided if g.access is Access.DENY}
+
     def grant(self, key: str) -> None:
         self._denied.discard(key)
         self._granted.add(key)

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gateway.agent.agent import Agent
 from gateway.agent.context import estimate_tokens
 from gateway.agent.providers import UNREAD_TOKENS
-from gateway.core.errors import UserInputError
+from gateway.core.errors import UserInputError, VaultError
 from gateway.core.messages import ChatKind, OutboundKind
 from gateway.core.scope import Scope
 from gateway.turns.auth import Authorizer, Decision
@@ -58,6 +58,8 @@ def dedupe_keys(turn: Turn) -> list[str]:
 
 
 RECENT_KEYS = 20_000
+# How stale this process's copy of admins' access decisions may be (one small read per period).
+GRANTS_RELOAD_MS = 5_000
 
 
 def dedupe_step() -> Step:
@@ -97,7 +99,22 @@ def auth_step(
     (`vault/pairing.py`) and the admin command that uses it, as typed on their platform.
     """
 
+    reloaded_ms = -GRANTS_RELOAD_MS
+
+    async def reload(now_ms: int) -> None:
+        """Admins' decisions made by another process (`/admin allow` in an `iris chat`, on
+        another replica) apply here within `GRANTS_RELOAD_MS`."""
+        nonlocal reloaded_ms
+        if pairing is None or now_ms - reloaded_ms < GRANTS_RELOAD_MS:
+            return
+        reloaded_ms = now_ms  # before the read: the turns meanwhile do not read again
+        try:
+            authorizer.use(await pairing.grants())
+        except VaultError as exc:  # the record step says what matters; these still hold
+            log.warning("could not reload access decisions: %s", exc)
+
     async def auth(turn: Turn, nxt: Next) -> None:
+        await reload(turn.now_ms)
         decision = authorizer.decide(turn.inbound)
         if decision is Decision.ALLOW:
             turn.authorized = True
