@@ -330,8 +330,16 @@ class Vault:
         """SQLite online backup: a consistent copy even while other coroutines write."""
         if await asyncio.to_thread(target.exists):
             raise VaultError(f"backup target already exists: {target}")
-        await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
-        dest = await aiosqlite.connect(str(target))
+        try:
+            await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+            dest = await aiosqlite.connect(str(target))
+        except (OSError, sqlite3.Error) as exc:
+            why = (
+                f"{target.parent} is not a directory"
+                if isinstance(exc, FileExistsError | NotADirectoryError)
+                else (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+            )
+            raise VaultError(f"cannot write the backup to {target}: {why}") from exc
         try:
             async with self._lock:
                 await self.conn.backup(dest)

@@ -23,6 +23,8 @@ from typing import Any, get_origin
 from dotenv import dotenv_values
 from pydantic import BaseModel
 
+from gateway.core.errors import ConfigError
+
 ENV_FILE = ".env"
 
 
@@ -43,7 +45,12 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
             f"{path} holds secrets and others can read it "
             f"(mode {stat.S_IMODE(mode):o}); run: chmod 600 {path}"
         )
-    values = {k: v for k, v in dotenv_values(path).items() if v is not None}
+    try:
+        values = {k: v for k, v in dotenv_values(path, encoding="utf-8").items() if v is not None}
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"]) from exc
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from exc
     return values, warnings
 
 

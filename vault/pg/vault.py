@@ -222,7 +222,15 @@ class PgVault(Vault):
                 "backup of a PostgreSQL vault needs pg_dump (the PostgreSQL client tools), "
                 "which is not on PATH"
             )
-        await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+        try:
+            await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+        except OSError as exc:
+            why = (
+                f"{target.parent} is not a directory"
+                if isinstance(exc, FileExistsError | NotADirectoryError)
+                else exc.strerror
+            )
+            raise VaultError(f"cannot write the backup to {target}: {why}") from exc
         # The password goes in pg_dump's environment, not its command line (which any local
         # user can read while it runs); the dump goes to a side file, renamed when complete,
         # so a failed dump leaves no empty file that would refuse the next try.

@@ -23,6 +23,16 @@ def texts(db: Path) -> list[str]:
         conn.close()
 
 
+def test_a_backup_to_a_path_it_cannot_write_is_one_line(tmp_path: Path) -> None:
+    assert iris(tmp_path, "chat", stdin="hello\n").returncode == 0
+    (tmp_path / "plain.db").write_text("")
+    for target, why in (("plain.db/x.db", "plain.db is not a directory"),
+                        ("/proc/x.db", "unable to open database file")):  # fmt: skip
+        result = iris(tmp_path, "db", "backup", target)
+        assert result.returncode == 1
+        assert result.stderr == f"error: cannot write the backup to {target}: {why}\n"
+
+
 def test_backup_then_restore_round_trip_keeps_the_replaced_vault(tmp_path: Path) -> None:
     assert iris(tmp_path, "chat", stdin="/tz Asia/Tokyo\nbefore the backup\n").returncode == 0
     assert iris(tmp_path, "db", "backup", "b/copy.db").returncode == 0

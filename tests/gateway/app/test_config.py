@@ -83,6 +83,18 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     assert "invalid TOML" in problems(path)[0]
 
 
+def test_a_config_or_env_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes('[persona]\nname = "l\u00e9g\u00e8re"\n'.encode("latin-1"))
+    assert problems(path) == [f"{path}: not UTF-8 text (byte 19); save it as UTF-8"]
+    path.write_text("[llm]\nmax_tokens = 100\n")
+    env = tmp_path / ".env"
+    env.write_bytes("IRIS_PERSONA__NAME=l\u00e9g\u00e8re\n".encode("latin-1"))
+    env.chmod(0o600)
+    found = problems(path)
+    assert len(found) == 1 and found[0].startswith(f"{env}: not UTF-8 text"), found
+
+
 def test_env_overrides_file(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm]\nmodel = 'claude-haiku-5-5'\nmax_tokens = 100\n")
     config = load_config(path, env={"IRIS_LLM__MODEL": "claude-opus-5-5"})  # priced models
