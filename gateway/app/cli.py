@@ -228,7 +228,10 @@ async def cmd_simulate(args: argparse.Namespace, config: Config) -> int:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # argparse would name this function in its message
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be a positive whole number")
     return value

@@ -14,6 +14,7 @@ import getpass
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -69,8 +70,19 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--user", action="store_true", help="a user unit (~/.config/systemd/user), no root needed"
     )
     p.add_argument("--print", action="store_true", help="print the unit instead of writing it")
-    p.add_argument("--name", default="iris", help="the unit's name (<name>.service)")
+    p.add_argument("--name", default="iris", type=unit_name,
+                   help="the unit's name (<name>.service)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace a different existing unit")
+
+
+def unit_name(value: str) -> str:
+    """A systemd unit name: letters, digits and `:-_.@\\`, no path (`../x` would write the
+    unit outside the unit directory)."""
+    if not re.fullmatch(r"[A-Za-z0-9:_.@\\-]{1,200}", value) or value in (".", ".."):
+        raise argparse.ArgumentTypeError(
+            "a unit name is letters, digits and - _ . @ : only, like iris or iris-staging"
+        )
+    return value
 
 
 async def slack_manifest(args: argparse.Namespace, config: Config) -> int:

@@ -96,6 +96,16 @@ class LLMSection(Section):
     max_concurrency: int = Field(32, ge=1, le=1024)
     max_tool_rounds: int = Field(6, ge=1, le=50)
 
+    @field_validator("base_url")
+    @classmethod
+    def _model_api_root(cls, value: str) -> str:
+        if value and not value.startswith(("https://", "http://")):
+            raise ValueError(
+                "must be empty (Anthropic's API) or the API root with its scheme, like "
+                "https://api.anthropic.com"
+            )
+        return value
+
     @field_validator("timeout_s")
     @classmethod
     def _inside_deadline(cls, value: float, info: ValidationInfo) -> float:

@@ -75,6 +75,22 @@ def test_service_install_writes_a_user_unit_and_prints_the_next_step(tmp_path: P
     assert "TimeoutStopSec=20\n" in path.read_text()
 
 
+def test_a_unit_name_that_is_a_path_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"XDG_CONFIG_HOME": str(home), "HOME": str(home)}
+    for name in ("../../../escaped", "a/b", "..", "", "iris staging"):
+        result = iris(tmp_path, "service", "install", "--user", "--name", name, env=env)
+        assert result.returncode == 2
+        assert result.stderr.splitlines()[-1] == (
+            "iris service install: error: argument --name: a unit name is letters, digits and "
+            "- _ . @ : only, like iris or iris-staging"
+        )
+    assert not home.exists()
+    assert iris(tmp_path, "audit", "--limit", "x").stderr.splitlines()[-1] == (
+        "iris audit: error: argument --limit: 'x' is not a whole number"
+    )
+
+
 def test_version_and_every_option_has_help_and_its_default(tmp_path: Path) -> None:
     version = iris(tmp_path, "--version")
     assert version.returncode == 0 and re.fullmatch(r"iris \d+\.\d+\.\d+\n", version.stdout)

@@ -78,6 +78,13 @@ def test_a_time_zone_too_long_for_a_path_is_a_bad_value(tmp_path: Path) -> None:
         assert len(found) == 1 and found[0].startswith("proactive.default_timezone: ")
 
 
+def test_a_model_api_root_without_its_scheme_is_a_bad_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm]\nbase_url = 'api.anthropic.com'\n")
+    [found] = problems(path)
+    assert found.startswith("llm.base_url: ") and "https://api.anthropic.com" in found
+    assert load_config(write(tmp_path, "[llm]\nbase_url = 'http://127.0.0.1:9'\n"), env={})
+
+
 def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm\n")
     assert "invalid TOML" in problems(path)[0]
