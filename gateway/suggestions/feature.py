@@ -24,6 +24,7 @@ from gateway.suggestions.inline import Inline
 from gateway.suggestions.presence import Presence
 from gateway.suggestions.settings import SuggestionsSection
 from gateway.suggestions.tuning import Tuning, demoted_types
+from vault.audit import AuditLog
 from vault.suggestions import SuggestionStore
 
 
@@ -51,7 +52,7 @@ class SuggestionsFeature:
             retriever=k.retriever, memories=s.memories, store=self.store
         )
         self.tuning = Tuning(self.store, self.settings)
-        self.feedback = Feedback(self.store, self.tuning)
+        self.feedback = Feedback(self.store, self.tuning, AuditLog(s.vault))
         self.inline = Inline(
             finder=finder,
             presence=presence,

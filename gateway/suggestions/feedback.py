@@ -22,6 +22,7 @@ from gateway.core.scope import Scope
 from gateway.suggestions.finder import Finder
 from gateway.suggestions.tuning import Tuning
 from gateway.turns.commands import Command, CommandCall
+from vault.audit import AuditLog, Outcome
 from vault.suggestions import SuggestionRow, SuggestionStore
 
 
@@ -31,9 +32,12 @@ class Action(StrEnum):
 
 
 class Feedback:
-    def __init__(self, store: SuggestionStore, tuning: Tuning) -> None:
+    def __init__(
+        self, store: SuggestionStore, tuning: Tuning, audit: AuditLog | None = None
+    ) -> None:
         self.store = store
         self.tuning = tuning
+        self.audit = audit  # admins' switches for a whole chat are audited
 
     async def by_ordinal(self, scope: Scope, number: int) -> SuggestionRow:
         block = await self.store.latest_block(scope.chat_pk)
@@ -99,12 +103,25 @@ class Feedback:
         off = words[0] == "off"
         scope = call.scope
         if words[1:] == ["chat"]:
+            action = f"suggestions {words[0]} chat"
             if not scope.is_admin:
-                raise UserInputError("only admins switch suggestions for a whole chat")
+                refused = "only admins switch suggestions for a whole chat"
+                await self._audit(scope, action, Outcome.REFUSED, refused)
+                raise UserInputError(refused)
             await self.store.set_off("chat", scope.chat_pk, off, scope.now_ms)
-            return f"Suggestions are {'off' if off else 'on'} for everyone in this chat."
+            done = f"Suggestions are {'off' if off else 'on'} for everyone in this chat."
+            await self._audit(scope, action, Outcome.OK, done)
+            return done
         await self.store.set_off("user", scope.user_pk, off, scope.now_ms)
         return f"Suggestions are {'off' if off else 'on'} for you."
+
+    async def _audit(self, scope: Scope, action: str, outcome: Outcome, result: str) -> None:
+        if self.audit is not None:
+            await self.audit.record(
+                actor=scope.user.key, via=scope.chat.channel, action=action,
+                args={"chat": scope.chat.key}, outcome=outcome, result=result,
+                now_ms=scope.now_ms,
+            )  # fmt: skip
 
 
 def _number(call: CommandCall) -> int:

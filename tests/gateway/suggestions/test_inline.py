@@ -120,6 +120,15 @@ async def test_off_per_user_and_per_chat_by_admins(tmp_path: Path) -> None:
             "/suggestions off chat", chat="g1", user="u2", kind=ChatKind.GROUP, mentioned=True
         )
         assert refused == ["only admins switch suggestions for a whole chat"]
+        done = await w.say(
+            "/suggestions off chat", chat="g1", user="boss", kind=ChatKind.GROUP, mentioned=True
+        )
+        assert done == ["Suggestions are off for everyone in this chat."]
+        rows = await w.app.vault.fetchall("SELECT actor, action, outcome FROM audit_log")
+        assert [tuple(r) for r in rows] == [
+            ("memory:u2", "suggestions off chat", "refused"),
+            ("memory:boss", "suggestions off chat", "ok"),
+        ]  # a switch for everyone in a chat is an admin action: audited, refusals too
 
 
 async def test_bad_input_is_answered_clearly(tmp_path: Path) -> None:
