@@ -149,9 +149,10 @@ class ContextCommands:
         for d in changed:
             held = policy_of(d.type, d.status) is Policy.SESSION_START
             (pinned if held else renewed).append(d.title)
+        updated, skipped = self._mine(report.changed, scope), self._mine(report.skipped, scope)
         head = (
-            f"Rescanned: {report.indexed} updated, {report.retired} removed, "
-            f"{len(report.skipped)} skipped{self._named(report.skipped, scope)}."
+            f"Rescanned: {len(updated)} updated, {report.retired} removed, "
+            f"{len(skipped)} skipped{self._named(skipped)}."
         )
         if not changed:
             return f"{head} Nothing I was given here has changed."
@@ -166,11 +167,15 @@ class ContextCommands:
             )
         return " ".join(said)
 
-    def _named(self, paths: list[str], scope: Scope) -> str:
-        """The skipped files this chat may see, named (the log says why): never a path
-        under a scope the chat is outside of."""
+    def _mine(self, paths: list[str], scope: Scope) -> list[str]:
+        """The paths this chat may see: never one under a scope the chat is outside of (not
+        even as a count)."""
         visible = self.rules.visible(scope)
-        mine = [p for p in paths if (s := self.rules.scope_for(p)) is None or s in visible]
+        return [p for p in paths if (s := self.rules.scope_for(p)) is None or s in visible]
+
+    @staticmethod
+    def _named(mine: list[str]) -> str:
+        """The skipped files, named (the log says why)."""
         if not mine:
             return ""
         more = f" and {len(mine) - NAMED_SKIPS} more" if len(mine) > NAMED_SKIPS else ""

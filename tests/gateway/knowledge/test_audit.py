@@ -95,7 +95,12 @@ async def test_refresh_names_the_skipped_files_this_chat_may_see(tmp_path: Path)
     write(tmp_path, "hr/salaries.md", b"\x00\x01binary")  # under a scope this chat is outside
     config = knowledge_config(tmp_path, scopes={"docs/hr/**": ["chat:memory:hr"]})
     llm, channel = FakeLLM(), MemoryChannel()
+    write(tmp_path, "hr/plan.md", "# HR plan\n\nText.\n")
     async with app_with(config, channel, llm) as app:
+        await app.feature(KnowledgeFeature).indexer.scan()
+        write(tmp_path, "notes/ok.md", "# Fine\n\nNew text.\n")
+        write(tmp_path, "hr/plan.md", "# HR plan\n\nNew text.\n")
         reply = await _command(app, channel, "/context refresh")
-    assert "2 skipped (docs/notes/blob.md)." in reply
+    # Files under a scope this chat is outside of are not even counted.
+    assert reply.startswith("Rescanned: 1 updated, 0 removed, 1 skipped (docs/notes/blob.md).")
     assert "salaries" not in reply
