@@ -119,6 +119,7 @@ class SubscriptionOps:
         await self._mine(sub_id, owner)
         deleted = await self.store.delete(sub_id, self.clock.now_ms())
         self.engine.invalidate()
+        self.streams.ended(sub_id)
         return {"id": sub_id, "deleted": deleted}
 
     async def set_enabled(self, sub_id: str, enabled: bool, *, owner: str, actor: str) -> JSON:
@@ -156,7 +157,8 @@ class SubscriptionOps:
         if body.item >= len(event.payload["suggestion"]["items"]):
             raise NotFound(f"That suggestion has no item {body.item}.")
         if not await self.store.set_status(event_id, body.action):
-            raise WrongState(f"That suggestion was already marked {event.status}.")
+            now = await self.store.event(event_id)  # a concurrent answer may have just won
+            raise WrongState(f"That suggestion was already marked {(now or event).status}.")
         return {"id": event_id, "status": body.action, "item": body.item}
 
     # --- the HTTP handlers (`ApiRoute`) -------------------------------------------------------

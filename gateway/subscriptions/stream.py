@@ -5,7 +5,9 @@ replays what came after `Last-Event-ID` (or only new events without one) and the
 engine's `notify`. A waiter registers before it reads, so an event stored between its read and
 its wait still wakes it. With several replicas, another replica's events wake it through
 `hints.py`. An idle stream yields a keep-alive every `keepalive_s`; when the
-client went away the write fails, the generator is closed and its waiter goes with it.
+client went away the write fails, the generator is closed and its waiter goes with it. A
+stream of a deleted subscription ends: at once when deleted here, within a keep-alive when on
+another replica.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ class Streams:
         self.keepalive_s = keepalive_s
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._left = asyncio.Event()  # replaced each time a stream ends
+        self._ended: set[str] = set()  # deleted here: a woken stream checks and ends
+
+    def ended(self, sub_id: str) -> None:
+        """The subscription was deleted: its open streams end (the client sees the stream
+        close instead of keep-alives of nothing, forever)."""
+        self._ended.add(sub_id)
+        self.notify(sub_id)
 
     def notify(self, sub_id: str) -> None:
         for waiter in self._waiters.get(sub_id, ()):
@@ -64,6 +73,8 @@ class Streams:
         try:
             while True:
                 waiter.clear()
+                if sub_id in self._ended and await self.store.get(sub_id) is None:
+                    return
                 rows, after = await self.page(sub_id, after)
                 for row in rows:
                     yield StreamEvent(str(row.seq), event_data(row))
@@ -72,6 +83,10 @@ class Streams:
                 try:
                     await asyncio.wait_for(waiter.wait(), self.keepalive_s)
                 except TimeoutError:
+                    # Still there? (Deleted here, `ended` woke it already; on another replica,
+                    # this finds out within one keep-alive.)
+                    if await self.store.get(sub_id) is None:
+                        return
                     yield None
         finally:
             found = self._waiters.get(sub_id)

@@ -208,6 +208,19 @@ async def test_poll_with_a_cursor_and_feedback(tmp_path: Path) -> None:
         status, answer = await s.call("POST", path, ok)
         assert (status, answer["status"]) == (200, "used")
         assert (await s.call("POST", path, {**ok, "action": "dismissed"}))[0] == 409
+        # Two answers at once: the loser's 409 names what the winner marked.
+        await s.app.router.submit(inbound(ASK + " again", user="u1", chat="u1"))
+        _, later = await s.call(
+            "GET", f"/context/suggestions?subscription={mine['id']}&since={page['cursor']}"
+        )
+        race = f"/context/suggestions/{later['events'][-1]['suggestion']['id']}/feedback"
+        answers = await asyncio.gather(
+            s.call("POST", race, ok), s.call("POST", race, {**ok, "action": "dismissed"})
+        )
+        actions = ("used", "dismissed")
+        [won] = [a for (code, _), a in zip(answers, actions, strict=True) if code == 200]
+        [(status, lost)] = [a for a in answers if a[0] != 200]
+        assert status == 409 and lost["error"] == f"That suggestion was already marked {won}."
 
 
 async def test_events_stream_resume_with_last_event_id_and_survive_a_disconnect(
@@ -240,6 +253,19 @@ async def test_events_stream_resume_with_last_event_id_and_survive_a_disconnect(
         missing = f"{s.base}/context/stream?subscription=sub_0000000000000000"
         async with s.http.get(missing, headers=AUTH_HEADERS) as res:
             assert res.status == 404
+
+
+async def test_deleting_a_subscription_ends_its_open_streams(tmp_path: Path) -> None:
+    async with served(tmp_path, subscriptions={"stream_keepalive_s": 300}) as s:
+        _, made = await s.call("POST", "/context/subscriptions", {**poll_body(), "callback": "sse"})
+        url = f"{s.base}/context/stream?subscription={made['id']}"
+        async with s.http.get(url, headers=AUTH_HEADERS) as res:
+            assert res.status == 200
+            status, _ = await s.call("DELETE", f"/context/subscriptions/{made['id']}")
+            assert status == 200
+            rest = await asyncio.wait_for(res.content.read(), 10)  # the end, not keep-alives
+        assert b"data:" not in rest
+        await asyncio.wait_for(s.feature.streams.quiet(made["id"]), 10)
 
 
 async def test_group_chats_never_get_a_members_memory(tmp_path: Path) -> None:
