@@ -101,9 +101,7 @@ class AdminCommands:
         )
 
     async def denied(self, call: CommandCall) -> None:
-        await self._record(
-            call, call.args.split(" ", 1)[0] or "admin", Outcome.REFUSED, "not allowed"
-        )
+        await self._record(call, call.args.split(" ", 1)[0][:40], Outcome.REFUSED, "not allowed")
 
     async def run(self, call: CommandCall) -> str:
         name, _, args = call.args.strip().partition(" ")
@@ -133,7 +131,7 @@ class AdminCommands:
         await self.audit.record(
             actor=call.scope.user.key,
             via=call.scope.chat.channel,
-            action=f"admin {action}",
+            action=f"admin {action}".strip(),
             args={"args": call.args},
             outcome=outcome,
             result=result,
@@ -167,7 +165,13 @@ class AdminCommands:
         trace = await self.traces.latest(call.scope.chat.key)
         if trace is None:
             return "No model request in this chat yet."
-        kept = "\n".join(f"  - {k}" for k in trace.kept)
+        runs: list[list[Any]] = []  # consecutive repeats said once, counted ("history × 12")
+        for item in trace.kept:
+            if runs and runs[-1][0] == item:
+                runs[-1][1] += 1
+            else:
+                runs.append([item, 1])
+        kept = "\n".join(f"  - {k}" + (f" × {n}" if n > 1 else "") for k, n in runs)
         return f"{trace.render()}\nKept:\n{kept}"
 
     async def _audit(self, call: CommandCall, args: str) -> str:

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -201,13 +202,18 @@ async def cmd_audit(args: argparse.Namespace, config: Config) -> int:
     from vault.migrations import migrate
 
     since = parse_since(args.since, SystemClock().now_ms())
-    async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
+    v = config.settings.vault
+    if not v.url and not v.path.exists():  # reading creates no vault
+        print(f"no vault at {v.path} yet: nothing was audited")
+        return 0
+    async with vault_for(v.path, v.url) as vault:
         await migrate(vault)
         entries = await AuditLog(vault).recent(since_ms=since, limit=args.limit)
     for e in reversed(entries):
         result = f" ({e.result})" if e.result else ""
         what = audited(e.action, e.args)
-        print(f"{when(e.at_ms)}  {e.actor} via {e.via}: {what} -> {e.outcome}{result}")
+        line = f"{when(e.at_ms)}  {e.actor} via {e.via}: {what} -> {e.outcome}{result}"
+        print(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line))  # as text, not acted on
     if not entries:
         print("no admin actions in that period")
     return 0
@@ -225,6 +231,11 @@ async def cmd_simulate(args: argparse.Namespace, config: Config) -> int:
         global_daily=args.global_daily, workers=args.workers, as_json=args.json,
         html_path=html_path, out=sys.stdout, err=sys.stderr,
     )  # fmt: skip
+
+
+# What came in through the API or a chat may hold control characters: a terminal would act on
+# them (move the cursor, clear the screen), so `iris audit` shows them escaped.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _positive(text: str) -> int:

@@ -116,7 +116,9 @@ class ProviderEvents:
 
     async def refused(self, actor: str, via: str, args: str) -> None:
         """A non-admin tried `/context events`."""
-        await self._audit(actor, via, "events", {"args": args}, Outcome.REFUSED, "not allowed")
+        verb, _, rest = args.strip().partition(" ")
+        verb = verb.lower()[:40]
+        await self._audit(actor, via, verb, {"args": rest}, Outcome.REFUSED, "not allowed")
 
     def _check(self, name: str, enabled: bool | None, priority: int | None) -> None:
         names = [p.name for p in self.pipeline.providers()]
@@ -137,7 +139,7 @@ class ProviderEvents:
         await self.audit.record(
             actor=actor,
             via=via,
-            action=f"context events {verb}",
+            action=f"context events {verb}".strip(),
             args=args,
             outcome=outcome,
             result=result,

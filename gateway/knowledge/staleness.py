@@ -43,7 +43,7 @@ class Decision:
 
 HELD = {
     Policy.ON_CHANGE: "changed; refreshed once the cooldown has passed",
-    Policy.ON_REQUEST: "changed; a context refresh (the context command's) brings it",
+    Policy.ON_REQUEST: "changed; asking for a refresh (context refresh) brings it",
     Policy.SESSION_START: "changed; the new version comes with the next session",
 }
 

@@ -27,9 +27,11 @@ async def test_non_admin_is_refused_and_the_attempt_audited(
     async with await admin_app(tmp_path, llm, channel) as app:
         await app.router.submit(inbound("/admin stats", user="mallory"))
         assert "not allowed" in channel.texts()[-1]
+        await app.router.submit(inbound("/admin", user="mallory"))
         entries = await app.audit.recent()
-        assert [(e.actor, e.action, e.outcome) for e in entries] == [
-            ("memory:mallory", "admin stats", "refused")
+        assert sorted((e.actor, e.action, e.outcome) for e in entries) == [
+            ("memory:mallory", "admin", "refused"),  # not "admin admin"
+            ("memory:mallory", "admin stats", "refused"),
         ]
         await app.router.submit(inbound("/help", user="mallory"))
         assert "/admin" not in channel.texts()[-1]
@@ -50,8 +52,11 @@ async def test_admin_stats_users_trace_and_audit(
         await app.router.submit(inbound("/admin trace", user="boss", chat="b"))
         assert "No model request in this chat" in channel.texts()[-1]
         await app.router.submit(inbound("what's up", user="boss", chat="b"))
+        await app.router.submit(inbound("and now?", user="boss", chat="b"))
         await app.router.submit(inbound("/admin trace", user="boss", chat="b"))
-        assert "Context trace" in channel.texts()[-1]
+        trace = channel.texts()[-1]
+        assert "Context trace" in trace
+        assert trace.count("  - history") == 1 and "  - history × " in trace  # once, counted
         await app.router.submit(inbound("/admin nonsense", user="boss", chat="b"))
         assert "Unknown admin command 'nonsense'" in channel.texts()[-1]
         await app.router.submit(inbound("/admin audit", user="boss", chat="b"))

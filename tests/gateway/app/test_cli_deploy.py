@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sqlite3
+import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -89,6 +91,25 @@ def test_a_unit_name_that_is_a_path_is_refused_and_nothing_is_written(tmp_path: 
     assert iris(tmp_path, "audit", "--limit", "x").stderr.splitlines()[-1] == (
         "iris audit: error: argument --limit: 'x' is not a whole number"
     )
+
+
+def test_audit_reads_without_creating_a_vault_and_shows_control_characters_escaped(
+    tmp_path: Path,
+) -> None:
+    empty = iris(tmp_path, "audit")
+    assert (empty.returncode, empty.stdout) == (0, "no vault at iris.db yet: nothing was audited\n")
+    assert list(tmp_path.iterdir()) == []
+    assert iris(tmp_path, "chat", stdin="hello\n").returncode == 0
+    with sqlite3.connect(tmp_path / "iris.db") as db:
+        db.execute(
+            "INSERT INTO audit_log (at_ms, actor, via, action, args, outcome, result)"
+            " VALUES (?, 'api', 'http', 'api intent', ?, 'ok', 'done')",
+            (int(time.time() * 1000), json.dumps({"what": "a\x1b[2Jb\x00c"})),
+        )
+    db.close()
+    shown = iris(tmp_path, "audit").stdout
+    assert "\x1b" not in shown and "\x00" not in shown
+    assert "api intent what=a\\x1b[2Jb\\x00c -> ok (done)" in shown
 
 
 def test_version_and_every_option_has_help_and_its_default(tmp_path: Path) -> None:

@@ -93,8 +93,8 @@ async def test_context_replies_name_the_commands_as_this_channel_types_them(
 async def test_events_are_for_admins_and_refusals_are_audited(chat: Chat) -> None:
     reply = await chat("/context events list", user="someone")
     assert "for admins only" in reply
-    rows = await chat.app.vault.fetchall("SELECT actor, outcome FROM audit_log")
-    assert [tuple(r) for r in rows] == [("memory:someone", "refused")]
+    rows = await chat.app.vault.fetchall("SELECT actor, action, outcome FROM audit_log")
+    assert [tuple(r) for r in rows] == [("memory:someone", "context events list", "refused")]
 
 
 async def test_events_list_disable_priority_apply_on_the_next_turn(chat: Chat) -> None:
