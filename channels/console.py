@@ -35,6 +35,7 @@ CHANNEL = "console"
 QUIT = ("/quit", "/exit")
 HISTORY_LINES = 1000
 WELCOME = "Iris in your terminal: /help lists the commands; /quit or Ctrl-D leaves."
+STOPPING = "Stopping: an answer in progress still comes; nothing typed from now on is read."
 LOCAL_CHAT = ChatRef(channel=CHANNEL, chat_id="local")
 LOCAL_USER = UserRef(channel=CHANNEL, user_id="local", display_name=os.environ.get("USER", ""))
 
@@ -128,6 +129,11 @@ class ConsoleChannel:
                 inbound = line_to_inbound(line, f"{self._run_id}-{n}", wall_ms())
                 for turn in await on_inbound([inbound]):
                     await turn
+        except asyncio.CancelledError:  # Ctrl-C: the terminal still echoes what is typed
+            if self._interactive:
+                self._out.write(f"\n{STOPPING}\n")
+                self._out.flush()
+            raise
         finally:
             self.done.set()
 

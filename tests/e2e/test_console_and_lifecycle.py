@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from channels.console import WELCOME, ConsoleChannel
+from channels.console import STOPPING, WELCOME, ConsoleChannel
 from gateway.app.app import App
 from gateway.core.clock import ManualClock
 from gateway.core.errors import FatalChannelError
@@ -15,6 +18,30 @@ from gateway.core.messages import ChatRef, Inbound, Outbound, RejectedInbound
 from gateway.core.ports import InboundHandler
 from tests.conftest import make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound, run_clock_until
+
+
+async def test_ctrl_c_says_that_what_is_typed_now_is_not_read() -> None:
+    """The terminal echoes a line typed while Iris stops; it is never read, and says so."""
+    read, write = os.pipe()  # stdin that stays open: the reader waits
+    out = io.StringIO()
+    with os.fdopen(read) as stdin:
+        console = ConsoleChannel(stdin=stdin, stdout=out, interactive=True)
+
+        async def intake(batch: Sequence[Inbound | RejectedInbound]) -> list[Any]:
+            return []
+
+        running = asyncio.create_task(console.run(intake))
+        await asyncio.sleep(0)  # one step: the task runs to its first wait, for a line
+        assert out.getvalue() == f"{WELCOME}\nyou> "
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        os.close(write)  # end of input: the reader thread leaves before stdin is closed
+        for thread in threading.enumerate():
+            if thread.name == "console-stdin":
+                thread.join(10)
+    assert out.getvalue().endswith(f"you> \n{STOPPING}\n")
+    assert console.done.is_set()
 
 
 async def test_console_interactive_prompts_and_plain_replies() -> None:
