@@ -26,8 +26,8 @@ def lock_path(vault_path: Path) -> Path:
 
 
 @contextmanager
-def _locked(vault_path: Path, how: int, busy: str) -> Iterator[None]:
-    path = lock_path(vault_path)
+def _locked(vault_path: Path, how: int, busy: str, suffix: str = ".lock") -> Iterator[None]:
+    path = vault_path.with_name(vault_path.name + suffix)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -59,4 +59,17 @@ def exclusive(vault_path: Path) -> Iterator[None]:
     """Held while the vault file is replaced: nobody else may have it open through Iris."""
     busy = f"Iris is running on {vault_path} (iris run or iris chat): stop it first"
     with _locked(vault_path, fcntl.LOCK_EX, busy):
+        yield
+
+
+@contextmanager
+def one_chat(vault_path: Path, url: str = "") -> Iterator[None]:
+    """Held by `iris chat` (beside `in_use`): one terminal chat per vault file. Two would share
+    the one local conversation, and each would take the other's unanswered messages for ones
+    a crash left behind. (On PostgreSQL, chats are claimed: nothing to hold.)"""
+    if url:
+        yield
+        return
+    busy = f"another iris chat is using {vault_path}: one terminal chat per vault at a time"
+    with _locked(vault_path, fcntl.LOCK_EX, busy, ".chat.lock"):
         yield

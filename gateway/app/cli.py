@@ -87,7 +87,7 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
 async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
     from channels.console import ConsoleChannel
     from gateway.app.app import App
-    from vault.lock import in_use
+    from vault.lock import in_use, one_chat
 
     console = ConsoleChannel()
     stop = asyncio.Event()
@@ -97,7 +97,8 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
         await console.done.wait()
         stop.set()
 
-    with in_use(config.settings.vault.path, config.settings.vault.url):
+    v = config.settings.vault
+    with in_use(v.path, v.url), one_chat(v.path, v.url):
         async with App(
             config=config, channels=[console], background=[stop_at_eof], http_optional=True
         ) as app:

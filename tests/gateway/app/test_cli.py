@@ -44,6 +44,34 @@ def iris(
     )
 
 
+def test_a_second_terminal_chat_on_one_vault_is_refused(tmp_path: Path, model_url: str) -> None:
+    """Two would share the one local conversation, and each would take the other's
+    unanswered message for one a crash left behind (and answer it too)."""
+    env = {"ANTHROPIC_API_KEY": "test", "IRIS_LLM__BASE_URL": model_url}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gateway.app", "chat"], cwd=tmp_path, env={**full_env, **env},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert first.stdin is not None and first.stdout is not None
+    try:
+        first.stdin.write("hello\n")
+        first.stdin.flush()
+        assert first.stdout.readline() == "echo: hello\n"  # it runs, holding the vault
+        second = iris(tmp_path, "chat", stdin="me too\n", env=env)
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines()[-1] == (
+            "error: another iris chat is using iris.db: one terminal chat per vault at a time"
+        )
+    finally:
+        first.stdin.close()
+        assert first.wait(30) == 0
+        first.stdout.close()
+        if first.stderr is not None:
+            first.stderr.close()
+    assert iris(tmp_path, "chat", stdin="again\n", env=env).returncode == 0  # free again
+
+
 def test_chat_runs_beside_a_process_that_holds_the_http_port(
     tmp_path: Path, model_url: str
 ) -> None:
