@@ -29,10 +29,25 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
+def _side_files(path: Path) -> list[Path]:
+    return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+
+
 def check(path: Path) -> int:
-    """The backup's schema version, once it is known to be a sound Iris vault."""
+    """The backup's schema version, once it is known to be a sound Iris vault. Reading a file
+    in WAL mode makes SQLite create its `-wal`/`-shm` beside it: those it made are removed
+    (empty: nothing was written), any that were there are left alone."""
     if not path.is_file():
         raise VaultError(f"no such file: {path}")
+    made = [f for f in _side_files(path) if not f.exists()]
+    try:
+        return _check(path)
+    finally:
+        for side in made:
+            side.unlink(missing_ok=True)
+
+
+def _check(path: Path) -> int:
     try:
         conn = _open_read_only(path)
         try:
@@ -79,6 +94,7 @@ def restore(backup: Path, target: Path, now: datetime | None = None) -> Path | N
     staging = target.with_name(target.name + ".restoring")
     staging.unlink(missing_ok=True)
     target.parent.mkdir(parents=True, exist_ok=True)
+    made = [f for f in _side_files(backup) if not f.exists()]
     source = _open_read_only(backup)
     try:
         dest = sqlite3.connect(staging)
@@ -91,7 +107,11 @@ def restore(backup: Path, target: Path, now: datetime | None = None) -> Path | N
         raise VaultError(f"cannot copy {backup}: {exc}") from exc
     finally:
         source.close()
+        for side in made:
+            side.unlink(missing_ok=True)
     check(staging)
+    for side in _side_files(staging):  # never carried over to the vault's name
+        side.unlink(missing_ok=True)
     kept = _set_aside(target, now or datetime.now(UTC))
     os.replace(staging, target)
     return kept

@@ -42,6 +42,10 @@ def test_backup_then_restore_round_trip_keeps_the_replaced_vault(tmp_path: Path)
 
     result = iris(tmp_path, "db", "restore", "b/copy.db")
     assert result.returncode == 0, result.stderr
+    # Reading the backup and the staging copy left no -wal/-shm behind (one named
+    # `.restoring-wal` would sit beside the vault; the backup's beside the backup).
+    leftovers = sorted(p.name for p in tmp_path.rglob("*") if p.name.endswith(("-wal", "-shm")))
+    assert leftovers == [], leftovers
     [kept] = list(tmp_path.glob("iris.db.replaced-*"))
     assert f"the vault it replaced is kept as {kept.name}" in result.stdout
     assert texts(vault) == ["/tz Asia/Tokyo", "before the backup"]
@@ -114,4 +118,7 @@ def test_a_bad_backup_is_refused_in_one_line_and_nothing_changes(
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: {error}") and result.stderr.count("\n") == 1
     assert texts(tmp_path / "iris.db") == ["keep me"]
-    assert list(tmp_path.glob("iris.db.*")) == [tmp_path / "iris.db.lock"]
+    assert sorted(p.name for p in tmp_path.glob("iris.db.*")) == [
+        "iris.db.chat.lock",
+        "iris.db.lock",
+    ]
