@@ -120,7 +120,7 @@ class ConsoleChannel:
                     self._out.write("you> ")
                     self._out.flush()
                 line = await lines.get()
-                if line is None or line.strip().lower() in QUIT:
+                if line is None or line.strip().lower().partition(" ")[0] in QUIT:
                     return
                 if not line.strip():
                     continue

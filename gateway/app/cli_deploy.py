@@ -50,7 +50,8 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--url", help="public https:// base URL of Iris, needed in http mode (Slack posts to "
         "<url>/slack/events; default: none)"
     )  # fmt: skip
-    p.add_argument("--name", default="Iris", help="the app's and the bot's display name")
+    p.add_argument("--name", default="Iris", type=app_name,
+                   help="the app's and the bot's display name")  # fmt: skip
     service = sub.add_parser(
         "service",
         help="run Iris as a service",
@@ -73,6 +74,13 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="iris", type=unit_name,
                    help="the unit's name (<name>.service)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace a different existing unit")
+
+
+def app_name(value: str) -> str:
+    """A Slack app's display name: Slack refuses an empty one or one over 35 characters."""
+    if not value.strip() or len(value.strip()) > 35:
+        raise argparse.ArgumentTypeError("a Slack app's name is 1 to 35 characters")
+    return value.strip()
 
 
 def unit_name(value: str) -> str:

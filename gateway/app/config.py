@@ -286,6 +286,8 @@ def _unknown_env_keys(env: Mapping[str, str]) -> list[str]:
 
 def resolve_config_path(explicit: Path | None) -> Path | None:
     if explicit is not None:
+        if explicit.is_dir():
+            raise ConfigError([f"--config: {explicit} is a directory, not a config file"])
         if not explicit.is_file():
             raise ConfigError([f"--config: file not found: {explicit}"])
         return explicit
@@ -293,9 +295,8 @@ def resolve_config_path(explicit: Path | None) -> Path | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+    try:  # utf-8-sig: a byte order mark some editors write is not TOML's business
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"{path}: invalid TOML: {exc}"]) from exc
     except UnicodeDecodeError as exc:

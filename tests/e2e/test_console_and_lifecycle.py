@@ -46,7 +46,9 @@ async def test_ctrl_c_says_that_what_is_typed_now_is_not_read() -> None:
 
 async def test_console_interactive_prompts_and_plain_replies() -> None:
     out = io.StringIO()
-    console = ConsoleChannel(stdin=io.StringIO("hi\n\n/help\n"), stdout=out, interactive=True)
+    console = ConsoleChannel(
+        stdin=io.StringIO("hi\n\n/help\n/quit now\nnever read\n"), stdout=out, interactive=True
+    )
     seen: list[Inbound] = []
 
     async def answer(message: Inbound) -> None:

@@ -88,6 +88,9 @@ def test_a_unit_name_that_is_a_path_is_refused_and_nothing_is_written(tmp_path: 
             "- _ . @ : only, like iris or iris-staging"
         )
     assert not home.exists()
+    assert iris(tmp_path, "slack", "manifest", "--name", " ").stderr.splitlines()[-1] == (
+        "iris slack manifest: error: argument --name: a Slack app's name is 1 to 35 characters"
+    )
     assert iris(tmp_path, "audit", "--limit", "x").stderr.splitlines()[-1] == (
         "iris audit: error: argument --limit: 'x' is not a whole number"
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app.config import ConfigError, load_config
+from gateway.app.config import ConfigError, load_config, resolve_config_path
 
 
 def problems(path: Path | None = None, env: dict[str, str] | None = None) -> list[str]:
@@ -76,6 +76,15 @@ def test_a_time_zone_too_long_for_a_path_is_a_bad_value(tmp_path: Path) -> None:
         path = write(tmp_path, f"[proactive]\ndefault_timezone = '{name}'\n")
         found = problems(path)
         assert len(found) == 1 and found[0].startswith("proactive.default_timezone: ")
+
+
+def test_a_byte_order_mark_is_read_past_and_a_directory_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"\xef\xbb\xbf[llm]\nmax_tokens = 100\n")  # as some editors save it
+    assert load_config(path, env={}).settings.llm.max_tokens == 100
+    with pytest.raises(ConfigError) as info:
+        resolve_config_path(tmp_path)
+    assert info.value.problems == [f"--config: {tmp_path} is a directory, not a config file"]
 
 
 def test_a_model_api_root_without_its_scheme_is_a_bad_value(tmp_path: Path) -> None:
