@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from pathlib import Path
 
 from gateway.app.cli_common import Subparsers, add_command
@@ -35,8 +36,13 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
     print(f"config: ok ({config.source or 'built-in defaults'})")
     vault_file = Path(config.settings.vault.path)
     if not config.settings.vault.url and not await asyncio.to_thread(vault_file.exists):
-        # Checking must not leave an empty vault file behind.
-        print(f"vault: {_where(config)} (not created yet: the first start makes it)")
+        # Checking must not leave an empty vault file behind; whether it can be made, it says.
+        problem = await asyncio.to_thread(_cannot_create, vault_file)
+        if problem is None:
+            print(f"vault: {_where(config)} (not created yet: the first start makes it)")
+        else:
+            ok = False
+            print(f"vault: ERROR {vault_file} cannot be created: {problem}")
     else:
         try:
             async with vault_for(config.settings.vault.path, config.settings.vault.url) as vault:
@@ -173,3 +179,16 @@ async def _model_online(config: Config) -> bool:
     )
     print(result.line("model online"))
     return result.ok
+
+
+def _cannot_create(path: Path) -> str | None:
+    """Why the first start could not create the vault file at `path` (None: it could): the
+    nearest existing folder above it must be a writable directory."""
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    return None

@@ -139,6 +139,11 @@ def test_db_migrate_backup_and_doctor(tmp_path: Path) -> None:
     assert "http: on, http://127.0.0.1:9999 — admin API off (set IRIS_API_TOKEN" in on.stdout
     assert "iris.db (not created yet: the first start makes it)" in before.stdout
     assert not (tmp_path / "iris.db").exists()
+    (tmp_path / "plain").write_text("")  # a vault path under a file cannot be made
+    blocked = iris(tmp_path, "doctor", env={"IRIS_VAULT__PATH": "plain/v/iris.db"})
+    assert blocked.returncode == 1
+    assert f"vault: ERROR plain/v/iris.db cannot be created: {tmp_path / 'plain'} is not a " \
+        "directory" in blocked.stdout  # fmt: skip
     first = iris(tmp_path, "db", "migrate")
     assert first.returncode == 0 and "applied: core" in first.stdout
     assert "applied: nothing" in iris(tmp_path, "db", "migrate").stdout
