@@ -166,6 +166,7 @@ def health_report(
     healths: Sequence[ChannelHealth],
     delivery: Mapping[str, DeliveryProblem] | None = None,
     replica: Replica | None = None,
+    degraded: Sequence[str] = (),
 ) -> dict[str, object]:
     """The `/healthz` document: `ok` only if every channel is connected and can deliver, and
     this replica raises no alarm. It names the replica and the roles it leads (with several
@@ -213,7 +214,7 @@ def health_report(
         "alarms": dict(replica.alarms),
         "hints": hints,
         # Working, only slower: not a problem (`ok` stays), like a channel standing by.
-        "degraded": slower,
+        "degraded": [*slower, *degraded],
     }
 
 
@@ -221,10 +222,11 @@ def health_route(
     collect: Callable[[], Sequence[ChannelHealth]],
     delivery: Callable[[], Mapping[str, DeliveryProblem]] | None = None,
     replica: Replica | None = None,
+    degraded: Callable[[], Sequence[str]] = tuple,
 ) -> WebRoute:
     async def healthz(request: WebRequest) -> WebResponse:
         problems = delivery() if delivery is not None else None
-        report = health_report(collect(), problems, replica)
+        report = health_report(collect(), problems, replica, degraded())
         return WebResponse(
             status=200 if report["ok"] else 503,
             body=json.dumps(report),

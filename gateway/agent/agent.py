@@ -168,9 +168,13 @@ class Agent:
                     left = ends - time.monotonic()
                     response = await self.llm.complete(replace(request, deadline_s=left))
         except TimeoutError:
+            self.health.report_failed(self.clock.now_ms())
             raise ModelUnavailable(f"no answer from the model within {budget:.3g} s") from None
         except ModelKeyRejected:
             self.health.report_key_rejected(self.clock.now_ms())
+            raise
+        except ModelUnavailable:
+            self.health.report_failed(self.clock.now_ms())
             raise
         self.health.report_answered()
         return response

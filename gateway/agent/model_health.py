@@ -6,19 +6,23 @@ problem (an entry "model", not connected, "API key rejected"; the report's probl
 "model: API key rejected") from the first refusal until a call succeeds again, and
 the admin alert job (`gateway/app/model.py`) waits on `rejected()` to tell the admins once
 per episode. Transient failures (rate limits, 5xx, timeouts) are not health problems: the
-deadline already answers the user, and the next call may well succeed.
+deadline already answers the user, and the next call may well succeed. A run of them is
+shown, though, as `degraded` in `/healthz` (`ok` stays true): from `FAILING_STREAK` failed
+calls in a row until one succeeds, so a probe sees that users get the apology.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from gateway.core.messages import ChannelHealth
 
 log = logging.getLogger(__name__)
 
 KEY_REJECTED = "API key rejected"
+FAILING_STREAK = 3  # failed calls in a row before `/healthz` says the model is failing
 
 
 class ModelHealth:
@@ -28,6 +32,8 @@ class ModelHealth:
         self._accepted.set()
         self.rejected_since_ms: int | None = None
         self.episodes = 0  # refusals that began after the key had worked (or at start)
+        self.failed_in_a_row = 0  # transient failures since the last answer
+        self.failing_since_ms: int | None = None
 
     @property
     def key_rejected(self) -> bool:
@@ -42,7 +48,24 @@ class ModelHealth:
         self._accepted.clear()
         self._rejected.set()
 
+    def report_failed(self, now_ms: int) -> None:
+        """A call failed for a passing reason (a rate limit, a 5xx, a timeout)."""
+        if self.failed_in_a_row == 0:
+            self.failing_since_ms = now_ms
+        self.failed_in_a_row += 1
+
+    def failing(self) -> str | None:
+        """The `/healthz` `degraded` line while calls keep failing, else None."""
+        if self.failed_in_a_row < FAILING_STREAK or self.failing_since_ms is None:
+            return None
+        since = datetime.fromtimestamp(self.failing_since_ms / 1000, UTC).strftime("%H:%M UTC")
+        return (
+            f"model: the last {self.failed_in_a_row} calls failed (since {since}: rate limits, "
+            "server errors or timeouts); users get the model-down apology"
+        )
+
     def report_answered(self) -> None:
+        self.failed_in_a_row, self.failing_since_ms = 0, None
         if not self._rejected.is_set():
             return
         log.warning("the model API accepts the API key again")

@@ -32,7 +32,9 @@ async def open_http(app: App, stack: AsyncExitStack) -> HttpServer | None:
     server = HttpServer(host=s.http.host, port=s.http.port)
     for route in [*routes, *app.contributions.routes]:
         server.add_route(route)
-    server.add_route(health_route(app.channel_health, app.delivery.health.problems, app.replica))
+    failing = app.model_health.failing
+    server.add_route(health_route(app.channel_health, app.delivery.health.problems, app.replica,
+                                  lambda: [line] if (line := failing()) else []))  # fmt: skip
     _mount_admin_api(app, server)
     try:
         return await stack.enter_async_context(server)

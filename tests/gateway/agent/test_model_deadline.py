@@ -216,6 +216,29 @@ async def test_a_refused_key_is_a_health_problem_until_a_call_succeeds(
     assert status == 200 and report["problems"] == []
 
 
+async def test_a_run_of_failed_calls_is_degraded_in_health_until_one_succeeds(
+    tmp_path: Path, api: AnthropicFaultServer, channel: MemoryChannel
+) -> None:
+    """A passing failure is no health problem (`ok` stays), but a run of them is visible:
+    otherwise a probe sees nothing while every user gets the apology."""
+    api.status(500, times=3)  # three turns, one request each (no retries)
+    config = model_config(tmp_path, api, http={"enabled": True, "port": 0},
+                          llm={"max_retries": 0})  # fmt: skip
+    async with real_app(config, channel) as app:
+        for n in range(2):
+            await answered(app, f"hello {n}")
+        status, report = await health(app)
+        assert (status, report["degraded"]) == (200, [])  # two failures: not yet a run
+        await answered(app, "hello 2")
+        status, report = await health(app)
+        assert status == 200 and report["ok"] is True
+        [line] = report["degraded"]
+        assert line.startswith("model: the last 3 calls failed (since ")
+        await answered(app, "and now?")  # the model answers again
+        status, report = await health(app)
+    assert report["degraded"] == []
+
+
 async def test_admins_are_told_once_per_episode_in_their_latest_direct_chat(
     tmp_path: Path, api: AnthropicFaultServer
 ) -> None:
