@@ -106,7 +106,7 @@ async def open_engine(
     vault = Vault(path)
     await vault.open()
     clock = ManualClock(NOW)
-    store = ProactiveStore(vault)
+    store = ProactiveStore(vault, served=("bench",))  # as the app: the channels it runs
     plog, memories = ProactiveLog(vault), Memories(vault)
     delivery = Delivery(outbox=Outbox(vault), channels={"bench": NullChannel()}, clock=clock)
     tools = ToolRegistry()  # what the app offers the gate: the memory and proactive tools
