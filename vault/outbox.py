@@ -358,26 +358,7 @@ class Outbox:
             await self._set(row_id, "pending", error, next_attempt_ms=next_attempt_ms)
 
     async def mark_failed(self, row_id: int, error: str) -> None:
-        """Given up. A reply that joined its history when it was queued leaves it again (the
-        user never saw it: the model must not think it said it), unless part of it went out."""
-
-        def failed(raw: sqlite3.Connection) -> None:
-            raw.execute(
-                "UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ?", (error, row_id)
-            )
-            joined = raw.execute(
-                """SELECT history_chat, text FROM outbox WHERE id = ? AND history_session IS NULL
-                   AND history_chat IS NOT NULL AND platform_ids IS NULL""",
-                (row_id,),
-            ).fetchone()
-            if joined is not None:
-                raw.execute(
-                    """DELETE FROM messages WHERE id = (SELECT max(id) FROM messages
-                       WHERE chat = ? AND role = 'assistant' AND text = ?)""",
-                    (joined[0], joined[1]),
-                )
-
-        await self.vault.run(failed)
+        await self._set(row_id, "failed", error)
 
     async def mark_uncertain(self, row_id: int, error: str, now_ms: int) -> None:
         """It may have arrived: `uncertain`, and its text joins its history (the user may

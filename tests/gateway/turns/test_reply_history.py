@@ -169,38 +169,3 @@ async def test_live_outcomes_record_the_reply_exactly_when_it_may_have_been_seen
         ]
     finally:
         await vault.__aexit__(None, None, None)
-
-
-async def test_a_queued_reply_that_finally_fails_leaves_the_history_again(tmp_path: Path) -> None:
-    """It joined when queued; the user never saw it, so the model must not think it said it.
-    A reply of which some chunks went out stays (the user saw part of it)."""
-    vault, outbox, where = await _outbox(tmp_path)
-    try:
-        clock, channel = ManualClock(), MemoryChannel()
-        d = Delivery(outbox=outbox, channels={"memory": channel}, clock=clock)
-        await vault.write(  # an earlier, identical answer that did go out stays
-            "INSERT INTO messages (session, chat, user, role, kind, text, tokens, at_ms)"
-            " VALUES (?, ?, NULL, 'assistant', 'chat', 'later', 1, 0)",
-            (where.session, where.chat),
-        )
-        channel.fail_with.append(DeliveryTransient("429", retry_after_s=600))
-        assert (await d.deliver(out("k1", "later"), history=where)).status == "queued"
-        assert await history(vault) == [
-            ("user", "hello"), ("assistant", "later"), ("assistant", "later"),
-        ]  # fmt: skip
-        channel.fail_with.append(DeliveryPermanent("403 blocked"))
-        clock.advance(600)
-        assert await d.resend_pending() is None
-        assert await history(vault) == [("user", "hello"), ("assistant", "later")]
-
-        channel.fail_with.append(DeliveryTransient("429", retry_after_s=600, sent=("p1",)))
-        assert (await d.deliver(out("k2", "partly"), history=where)).status == "queued"
-        channel.fail_with.append(DeliveryPermanent("403 blocked"))
-        clock.advance(600)
-        assert await d.resend_pending() is None
-        assert await outbox.counts() == {"failed": 2}
-        assert await history(vault) == [
-            ("user", "hello"), ("assistant", "later"), ("assistant", "partly"),
-        ]  # fmt: skip
-    finally:
-        await vault.__aexit__(None, None, None)
