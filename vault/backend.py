@@ -19,6 +19,9 @@ def vault_for(path: Path, url: str = "", *, busy_timeout_ms: int = 5000) -> Vaul
         from vault.pg.vault import PgVault
     except ImportError as exc:
         raise ConfigError(
-            ["vault.url: PostgreSQL needs the postgres extra: pip install -e '.[postgres]' in the checkout"]
+            [
+                "vault.url: PostgreSQL needs the postgres extra: "
+                "pip install -e '.[postgres]' in the checkout"
+            ]
         ) from exc
     return PgVault(url)

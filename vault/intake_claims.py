@@ -243,15 +243,19 @@ class IntakeClaims:
 
         await self.vault.run(body)
 
-    async def claimable(self, *, replica: str, now_ms: int, limit: int = 200) -> list[str]:
+    async def claimable(
+        self, *, replica: str, now_ms: int, limit: int = 200, channels: Sequence[str] | None = None
+    ) -> list[str]:
         """Chats with pending messages that no live replica holds (nobody, an expired lease,
-        or our own id from a previous process), oldest message first."""
+        or our own id from a previous process), oldest message first; with `channels`, only
+        theirs (in the query: the limit counts only chats this replica could run)."""
+        only = "" if channels is None else " AND i.channel IN (SELECT value FROM json_each(?))"
         rows = await self.vault.fetchall(
-            """SELECT i.chat_key FROM intake i
+            f"""SELECT i.chat_key FROM intake i
                LEFT JOIN intake_claims c ON c.chat_key = i.chat_key
                WHERE i.state = 'pending'
-                 AND (c.chat_key IS NULL OR c.lease_until < ? OR c.replica = ?)
+                 AND (c.chat_key IS NULL OR c.lease_until < ? OR c.replica = ?){only}
                GROUP BY i.chat_key ORDER BY min(i.id) LIMIT ?""",
-            (now_ms, replica, limit),
+            (now_ms, replica, *(() if channels is None else (json.dumps(list(channels)),)), limit),
         )
         return [str(r[0]) for r in rows]

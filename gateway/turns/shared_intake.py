@@ -116,7 +116,9 @@ class SharedIntake(Intake):
 
     async def replay(self) -> int:
         """At start: claim the chats with saved messages nobody runs; how many."""
-        found = await self.claims.claimable(replica=self.replica, now_ms=self.clock.now_ms())
+        found = await self.claims.claimable(
+            replica=self.replica, now_ms=self.clock.now_ms(), channels=self.served
+        )
         chats = [c for c in found if c not in self._runs and self.serves(c)]
         claimed = await self.claims.claim(
             chats, replica=self.replica, running=set(self._runs), now_ms=self.clock.now_ms(),
@@ -285,7 +287,9 @@ class SharedIntake(Intake):
 
     async def _scan(self) -> None:
         try:
-            chats = await self.claims.claimable(replica=self.replica, now_ms=self.clock.now_ms())
+            chats = await self.claims.claimable(
+                replica=self.replica, now_ms=self.clock.now_ms(), channels=self.served
+            )
         except VaultError as exc:
             if not self._scan_failing:
                 log.warning("intake: cannot look for chats to run: %s", exc)

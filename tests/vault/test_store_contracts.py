@@ -9,6 +9,8 @@ from gateway.core.messages import Button, ChatRef, Outbound
 from tests.fakes import inbound
 from tests.vault.conftest import MakeVault
 from vault.conversations import Conversations
+from vault.intake import IntakeStore
+from vault.intake_claims import IntakeClaims
 from vault.memories import Memories
 from vault.migrations import migrate
 from vault.outbox import Outbox
@@ -229,3 +231,40 @@ async def test_a_memory_saved_by_another_replica_is_seen_within_the_ttl(
         assert await here.has_any(user) is shared  # SQLite: this process is the only writer
         found = await here.search(user, "staging cluster")
         assert [m.text for m in found] == (["the staging cluster is eu-west"] if shared else [])
+
+
+async def test_a_process_reads_back_only_the_work_of_the_channels_it_runs(
+    make_vault: MakeVault,
+) -> None:
+    """`iris chat` beside `iris run` (or a replica running other platforms): the outbox
+    resend, crash recovery, intake replay, intake chat claims and the proactive claim each
+    filter in the query, so a limit counts only what this process could do."""
+    async with make_vault() as vault:
+        await migrate(vault)
+        conversations = Conversations(vault)
+        outbox, store = Outbox(vault), IntakeStore(vault)
+        for channel in ("console", "telegram"):
+            chat = ChatRef(channel=channel, chat_id="c1")
+            await outbox.enqueue(Outbound(chat=chat, text=channel, idempotency_key=channel), NOW)
+            await store.admit([inbound("hi", channel=channel, message_id=channel)], NOW)
+        assert [w.row.outbound.text for w in await outbox.first_waiting(channels=["telegram"])] \
+            == ["telegram"]  # fmt: skip
+        assert await outbox.first_waiting(channels=[]) == []
+        pending, _ = await store.pending(["console"])
+        assert [p.inbound.chat.channel for p in pending] == ["console"]
+        claims = IntakeClaims(vault)
+        found = await claims.claimable(replica="r", now_ms=NOW, limit=1, channels=["telegram"])
+        assert found == ["telegram:c1"]  # the console chat is older: filtered before the limit
+        assert await claims.claimable(replica="r", now_ms=NOW, channels=[]) == []
+
+        user, chat_pk = await _chat(conversations)  # a chat on the "memory" channel
+        args = {"chat": chat_pk, "user": user, "what": "w", "why": "y", "confidence": 0.8,
+                "kind": "ai", "exact_time": False, "execute_at": NOW, "now_ms": NOW}  # fmt: skip
+        intent = await ProactiveStore(vault).add_intent(**args)  # type: ignore[arg-type]
+        elsewhere = ProactiveStore(vault, served=["console", "telegram"])
+        assert await elsewhere.next_due_ms() is None
+        assert await elsewhere.claim(now_ms=NOW, lease_ms=1000, limit=5, token="t") == []
+        served = ProactiveStore(vault, served=["memory"])
+        assert await served.next_due_ms() == NOW
+        assert [i.id for i in await served.claim(now_ms=NOW, lease_ms=1000, limit=5,
+                                                 token="t")] == [intent]  # fmt: skip
