@@ -254,12 +254,23 @@ class PgVault(Vault):
             if process.returncode != 0:
                 reason = err.decode(errors="replace").strip().splitlines()
                 raise VaultError(f"pg_dump failed: {reason[-1] if reason else process.returncode}")
-            try:  # a link, not a rename: a backup that finished first is never replaced
-                await asyncio.to_thread(os.link, partial, target)
-            except FileExistsError:
-                raise VaultError(f"backup target already exists: {target}") from None
+            await asyncio.to_thread(_place, partial, target)
         finally:
             await asyncio.to_thread(partial.unlink, missing_ok=True)
+
+
+def _place(partial: Path, target: Path) -> None:
+    """The finished dump at `target`, never replacing a backup that finished first: a hard
+    link (atomic, refuses an existing name), or where the file system has none (some network
+    mounts, vfat) a rename after a last look."""
+    try:
+        os.link(partial, target)
+    except FileExistsError:
+        raise VaultError(f"backup target already exists: {target}") from None
+    except OSError:
+        if target.exists():
+            raise VaultError(f"backup target already exists: {target}") from None
+        os.rename(partial, target)
 
 
 def schema_version(raw: PgRaw) -> int:
