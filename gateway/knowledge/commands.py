@@ -149,9 +149,11 @@ class ContextCommands:
         for d in changed:
             held = policy_of(d.type, d.status) is Policy.SESSION_START
             (pinned if held else renewed).append(d.title)
-        updated, skipped = self._mine(report.changed, scope), self._mine(report.skipped, scope)
+        updated = self._mine(report.indexed_paths, scope)
+        removed = self._mine(report.retired_paths, scope)
+        skipped = self._mine(report.skipped, scope)
         head = (
-            f"Rescanned: {len(updated)} updated, {report.retired} removed, "
+            f"Rescanned: {len(updated)} updated, {len(removed)} removed, "
             f"{len(skipped)} skipped{self._named(skipped)}."
         )
         if not changed:

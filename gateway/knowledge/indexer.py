@@ -51,6 +51,10 @@ class ScanReport:
     retired: int = 0
     skipped: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # paths of the new versions indexed
+    # Every path indexed / retired by this scan, the first index's too (`changed` leaves
+    # those out: a first index is not a change).
+    indexed_paths: list[str] = field(default_factory=list)
+    retired_paths: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +260,7 @@ class Indexer:
         for start in range(0, len(versions), WRITE_BATCH):
             await self.store.apply(versions=versions[start : start + WRITE_BATCH], now_ms=now)
         report.indexed, report.retired = len(versions), len(retired)
+        report.indexed_paths, report.retired_paths = [v.path for v in versions], list(retired)
         report.changed = [v.path for v in versions] if known else []  # not the first index
         if versions or retired:
             log.info("knowledge: %d indexed, %d retired", len(versions), len(retired))

@@ -96,11 +96,14 @@ async def test_refresh_names_the_skipped_files_this_chat_may_see(tmp_path: Path)
     config = knowledge_config(tmp_path, scopes={"docs/hr/**": ["chat:memory:hr"]})
     llm, channel = FakeLLM(), MemoryChannel()
     write(tmp_path, "hr/plan.md", "# HR plan\n\nText.\n")
+    write(tmp_path, "hr/old.md", "# HR old\n\nText.\n")
     async with app_with(config, channel, llm) as app:
-        await app.feature(KnowledgeFeature).indexer.scan()
+        first = await _command(app, channel, "/context refresh")  # the first index, here
         write(tmp_path, "notes/ok.md", "# Fine\n\nNew text.\n")
         write(tmp_path, "hr/plan.md", "# HR plan\n\nNew text.\n")
+        (tmp_path / "docs" / "hr" / "old.md").unlink()
         reply = await _command(app, channel, "/context refresh")
     # Files under a scope this chat is outside of are not even counted.
+    assert first.startswith("Rescanned: 1 updated, 0 removed, 1 skipped (docs/notes/blob.md).")
     assert reply.startswith("Rescanned: 1 updated, 0 removed, 1 skipped (docs/notes/blob.md).")
     assert "salaries" not in reply
