@@ -35,6 +35,9 @@ class Decision(Enum):
     DENY_SILENT = "deny_silent"  # not allowed, in a group, or denied by an admin: say nothing
 
 
+OWN_KEPT = 1000  # this process's latest decisions kept for replay (admins decide rarely)
+
+
 class Authorizer:
     def __init__(
         self,
@@ -51,6 +54,9 @@ class Authorizer:
         self._allow = frozenset(allow)
         self._granted = set(granted)
         self._denied = set(denied)
+        # Decisions made here, numbered: a reload replays those its read may predate.
+        self._own: list[tuple[int, str, bool]] = []
+        self._seq = 0
 
     def is_admin(self, user: UserRef) -> bool:
         return user.channel == LOCAL_CHANNEL or user.key in self._admins
@@ -73,20 +79,38 @@ class Authorizer:
         """Denied in chat and not let in by the file (the file wins)."""
         return user.key in self._denied and self.configured(user) is None
 
-    def use(self, grants: Iterable[Grant]) -> None:
+    def mark(self) -> int:
+        """Taken before reading the vault's decisions: `use(…, since=mark)` keeps this
+        process's own decisions made meanwhile (the read may predate them)."""
+        return self._seq
+
+    def use(self, grants: Iterable[Grant], *, since: int | None = None) -> None:
         """The decisions admins made in chat, as the vault has them now (another process, an
-        `iris chat` or a replica, may have made some)."""
+        `iris chat` or a replica, may have made some), then this process's own made since
+        `since` (a `mark()`), which the read may have missed."""
         decided = list(grants)
         self._granted = {g.key for g in decided if g.access is Access.ALLOW}
         self._denied = {g.key for g in decided if g.access is Access.DENY}
+        start = self._seq if since is None else since
+        for seq, key, allowed in self._own:
+            if seq >= start:
+                self._apply(key, allowed)
 
     def grant(self, key: str) -> None:
-        self._denied.discard(key)
-        self._granted.add(key)
+        self._decided(key, True)
 
     def revoke(self, key: str) -> None:
-        self._granted.discard(key)
-        self._denied.add(key)
+        self._decided(key, False)
+
+    def _decided(self, key: str, allowed: bool) -> None:
+        self._own.append((self._seq, key, allowed))
+        self._seq += 1
+        del self._own[:-OWN_KEPT]
+        self._apply(key, allowed)
+
+    def _apply(self, key: str, allowed: bool) -> None:
+        (self._denied if allowed else self._granted).discard(key)
+        (self._granted if allowed else self._denied).add(key)
 
     def access_of(self, user: UserRef) -> str:
         """One word for `/admin users`: config, granted, denied or none."""

@@ -108,8 +108,9 @@ def auth_step(
         if pairing is None or now_ms - reloaded_ms < GRANTS_RELOAD_MS:
             return
         reloaded_ms = now_ms  # before the read: the turns meanwhile do not read again
+        mark = authorizer.mark()
         try:
-            authorizer.use(await pairing.grants())
+            authorizer.use(await pairing.grants(), since=mark)
         except VaultError as exc:  # the record step says what matters; these still hold
             log.warning("could not reload access decisions: %s", exc)
 
