@@ -58,10 +58,11 @@ class ModelHealth:
         """The `/healthz` `degraded` line while calls keep failing, else None."""
         if self.failed_in_a_row < FAILING_STREAK or self.failing_since_ms is None:
             return None
-        since = datetime.fromtimestamp(self.failing_since_ms / 1000, UTC).strftime("%H:%M UTC")
+        since = datetime.fromtimestamp(self.failing_since_ms / 1000, UTC)
         return (
-            f"model: the last {self.failed_in_a_row} calls failed (since {since}: rate limits, "
-            "server errors or timeouts); users get the model-down apology"
+            f"model: the last {self.failed_in_a_row} calls failed (since "
+            f"{since:%Y-%m-%d %H:%M} UTC: rate limits, server errors or timeouts); users get "
+            "the model-down apology"
         )
 
     def report_answered(self) -> None:

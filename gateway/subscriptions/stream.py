@@ -16,6 +16,7 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator
 
+from gateway.core.errors import VaultError
 from gateway.features.contributions import StreamEvent
 from vault.subscriptions import EventRow, SubscriptionStore
 
@@ -39,6 +40,14 @@ class Streams:
         close instead of keep-alives of nothing, forever)."""
         self._ended.add(sub_id)
         self.notify(sub_id)
+
+    async def _deleted(self, sub_id: str) -> bool:
+        """Whether the subscription is gone; with the vault away, not known: the stream goes on
+        with its keep-alives (it did before this check existed)."""
+        try:
+            return await self.store.get(sub_id) is None
+        except VaultError:
+            return False
 
     def notify(self, sub_id: str) -> None:
         for waiter in self._waiters.get(sub_id, ()):
@@ -73,7 +82,7 @@ class Streams:
         try:
             while True:
                 waiter.clear()
-                if sub_id in self._ended and await self.store.get(sub_id) is None:
+                if sub_id in self._ended and await self._deleted(sub_id):
                     return
                 rows, after = await self.page(sub_id, after)
                 for row in rows:
@@ -85,7 +94,7 @@ class Streams:
                 except TimeoutError:
                     # Still there? (Deleted here, `ended` woke it already; on another replica,
                     # this finds out within one keep-alive.)
-                    if await self.store.get(sub_id) is None:
+                    if await self._deleted(sub_id):
                         return
                     yield None
         finally:

@@ -11,19 +11,22 @@ switch a whole chat.
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.agent.context import ContextItem, Phase, Position
 from gateway.agent.tools import Offered, Tool
-from gateway.core.errors import NotFound, ToolError, UserInputError, WrongState
+from gateway.core.errors import NotFound, ToolError, UserInputError, VaultError, WrongState
 from gateway.core.scope import Scope
 from gateway.suggestions.finder import Finder
 from gateway.suggestions.tuning import Tuning
 from gateway.turns.commands import Command, CommandCall
 from vault.audit import AuditLog, Outcome
 from vault.suggestions import SuggestionRow, SuggestionStore
+
+log = logging.getLogger(__name__)
 
 
 class Action(StrEnum):
@@ -116,12 +119,16 @@ class Feedback:
         return f"Suggestions are {'off' if off else 'on'} for you."
 
     async def _audit(self, scope: Scope, action: str, outcome: Outcome, result: str) -> None:
-        if self.audit is not None:
+        if self.audit is None:
+            return
+        try:  # the switch (or the refusal) stands; a missing audit row is logged
             await self.audit.record(
                 actor=scope.user.key, via=scope.chat.channel, action=action,
                 args={"chat": scope.chat.key}, outcome=outcome, result=result,
                 now_ms=scope.now_ms,
             )  # fmt: skip
+        except VaultError:
+            log.exception("could not audit %s by %s", action, scope.user.key)
 
 
 def _number(call: CommandCall) -> int:
