@@ -6,9 +6,8 @@ The pydantic models are the single source of truth: requests are validated again
 server accepts. Where a rule is not a plain field constraint it is still written into the
 schema: "exactly one of `delay_minutes` or `at`" is a `oneOf`, a time is RFC 3339 with an
 offset (`format` plus the `pattern` the server checks), text must have a non-blank character,
-and ids stop at SQLite's largest integer. What no schema can say — a time must fall between one
-minute and one year from *now*, a user key names nobody — is a documented 400 or 404. A
-schema-driven fuzzer in the tests holds the document and the server to this.
+and ids stop at SQLite's largest integer. What no schema can say (a time must fall between one
+minute and one year from *now*, a user key names nobody) is a documented 400 or 404.
 
 `ENDPOINTS` lists the built-in operations; features' reads (`ApiRead`, e.g. `GET /budget`),
 writes (`ApiWrite`) and other routes (`ApiRoute`: path parameters, a query model, another
@@ -277,9 +276,8 @@ ENDPOINTS: list[Endpoint] = [
 ]  # fmt: skip
 
 _STATUS_TEXT = {
-    400: "Malformed JSON, JSON nested too deep or a compressed body (detail says which); "
-    "for a follow-up also a "
-    "time outside one minute to one year from now, which no schema can express",
+    400: "Malformed or too deeply nested JSON, or a compressed body (detail says which); for a "
+    "follow-up also a time outside one minute to one year from now, which no schema can express",
     401: "Missing or wrong bearer token",
     404: "Unknown id, user or chat, or a user who never wrote in that chat",
     409: "The item's state does not allow this",
@@ -297,14 +295,7 @@ def openapi(
     `/proactive/*` path, as the server then serves none."""
     components: dict[str, Any] = {}
     features = [
-        Endpoint(
-            "get",
-            r.path,
-            r.summary,
-            user_query=r.user_required if r.takes_user else None,
-            errors=(404,) if r.takes_user else (),
-        )
-        for r in reads
+        Endpoint("get", r.path, r.summary, user_query=r.user_query, errors=(404,)) for r in reads
     ] + [Endpoint("post", w.path, w.summary, w.body, errors=(400, 404)) for w in writes]
     features += [
         Endpoint(r.method.lower(), r.path, r.summary, r.body, r.response, errors=r.errors,

@@ -76,6 +76,11 @@ class ApiRead:
     user_required: bool = False
     takes_user: bool = True  # False: no `user` parameter (the handler always gets None)
 
+    @property
+    def user_query(self) -> bool | None:
+        """The document's `user` parameter: None (none), else whether it is required."""
+        return self.user_required if self.takes_user else None
+
 
 @dataclass(frozen=True, slots=True)
 class ApiWrite:
