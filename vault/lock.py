@@ -66,9 +66,8 @@ def exclusive(vault_path: Path) -> Iterator[None]:
 def one_chat(vault_path: Path, url: str = "") -> Iterator[None]:
     """Held by `iris chat` (beside `in_use`): one terminal chat per vault file. Two would share
     the one local conversation, and each would take the other's unanswered messages for ones
-    a crash left behind. On PostgreSQL nothing is held (no file to lock): two `iris chat`
-    on one database share the local conversation, and a line may be answered in the other
-    terminal, whichever holds the chat's claim."""
+    a crash left behind. On PostgreSQL there is no file: `iris chat` holds an advisory lock
+    instead (`vault.pg.leader.held_alone`)."""
     if url:
         yield
         return

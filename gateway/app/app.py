@@ -111,9 +111,9 @@ class App:
     features: Sequence[Feature] | None = None
     # The caller's own jobs beside the features' (`iris chat` stops at the end of input).
     background: Sequence[BackgroundJob] = ()
-    # Whether a taken HTTP port may mean "run without the server" (`iris chat` beside an
-    # `iris run` that serves the API) rather than a failure to start.
-    http_optional: bool = False
+    # False: no HTTP server whatever `[http]` says (`iris chat`: the admin API and `/healthz`
+    # are `iris run`'s, which must find the port free beside a terminal chat).
+    serve_http: bool = True
 
     def __post_init__(self) -> None:
         self._stack = AsyncExitStack()

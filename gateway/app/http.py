@@ -25,7 +25,7 @@ async def open_http(app: App, stack: AsyncExitStack) -> HttpServer | None:
     """The HTTP server starts last, once the router can take what its routes receive."""
     s = app.config.settings
     routes = [r for c in app.channels if isinstance(c, ServesRoutes) for r in c.routes()]
-    if not s.http.enabled:
+    if not s.http.enabled or not app.serve_http:
         if routes:
             raise ConfigError([f"http.enabled: {routes[0].path} needs the HTTP server"])
         return None
@@ -39,10 +39,7 @@ async def open_http(app: App, stack: AsyncExitStack) -> HttpServer | None:
     try:
         return await stack.enter_async_context(server)
     except AddressInUse as exc:
-        if routes or not app.http_optional:
-            raise
-        log.warning("%s: running without the HTTP server (is `iris run` serving it?)", exc)
-        return None
+        raise AddressInUse(f"{exc} (another iris run?)") from exc
 
 
 def _mount_admin_api(app: App, server: HttpServer) -> None:

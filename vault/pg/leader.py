@@ -36,6 +36,7 @@ from contextlib import asynccontextmanager
 
 import psycopg
 
+from gateway.core.errors import VaultError
 from gateway.core.ports import Clock
 from gateway.core.replica import Replica
 
@@ -166,3 +167,24 @@ async def _close(conn: Conn | None) -> None:
         return
     with contextlib.suppress(psycopg.Error):  # a broken session is gone either way
         await conn.close()
+
+
+@asynccontextmanager
+async def held_alone(url: str, name: str, busy: str) -> AsyncIterator[None]:
+    """Hold `name`'s advisory lock for the block, on a session of its own, or raise
+    `VaultError(busy)` at once when another session holds it (`iris chat`: one terminal chat
+    per database, as `vault.lock.one_chat` is per file)."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=True, application_name=f"iris {name}"[:63]
+        )
+    except psycopg.Error as exc:
+        raise VaultError(f"cannot reach PostgreSQL: {type(exc).__name__}") from exc
+    try:
+        cursor = await conn.execute(b"SELECT pg_try_advisory_lock(%s)", (lock_key(name),))
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            raise VaultError(busy)
+        yield
+    finally:
+        await _close(conn)  # ends the session: the lock is free
