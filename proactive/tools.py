@@ -145,7 +145,8 @@ class ProactiveTools:
         elif args.at is not None:
             note = "A reminder at an explicit time: sent then, even within quiet hours."
         else:
-            note = "A reminder: not subject to the quota; moved out of quiet hours if needed."
+            note = ("A reminder: the quota never holds it back (it counts toward it); moved "
+                    "out of quiet hours if needed.")  # fmt: skip
         return f"Registered #{intent_id} for {local(at, zone):%Y-%m-%d %H:%M} ({zone.key}). {note}"
 
     async def cancel(self, scope: Scope, args: IdArgs) -> str:
