@@ -44,10 +44,9 @@ def iris(
     )
 
 
-def test_a_second_terminal_chat_on_one_vault_is_refused(tmp_path: Path, model_url: str) -> None:
-    """Two would share the one local conversation, and each would take the other's
-    unanswered message for one a crash left behind (and answer it too)."""
-    env = {"ANTHROPIC_API_KEY": "test", "IRIS_LLM__BASE_URL": model_url}
+def second_chat_refused(tmp_path: Path, env: dict[str, str], error: str) -> None:
+    """With one `iris chat` running (it answered a line), a second is refused with `error`;
+    once the first ends, a chat starts again."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
     first = subprocess.Popen(
         [sys.executable, "-m", "gateway.app", "chat"], cwd=tmp_path, env={**full_env, **env},
@@ -60,9 +59,7 @@ def test_a_second_terminal_chat_on_one_vault_is_refused(tmp_path: Path, model_ur
         assert first.stdout.readline() == "echo: hello\n"  # it runs, holding the vault
         second = iris(tmp_path, "chat", stdin="me too\n", env=env)
         assert second.returncode == 1
-        assert second.stderr.strip().splitlines()[-1] == (
-            "error: another iris chat is using iris.db: one terminal chat per vault at a time"
-        )
+        assert second.stderr.strip().splitlines()[-1] == f"error: {error}"
     finally:
         first.stdin.close()
         assert first.wait(30) == 0
@@ -70,6 +67,15 @@ def test_a_second_terminal_chat_on_one_vault_is_refused(tmp_path: Path, model_ur
         if first.stderr is not None:
             first.stderr.close()
     assert iris(tmp_path, "chat", stdin="again\n", env=env).returncode == 0  # free again
+
+
+def test_a_second_terminal_chat_on_one_vault_is_refused(tmp_path: Path, model_url: str) -> None:
+    """Two would share the one local conversation, and each would take the other's
+    unanswered message for one a crash left behind (and answer it too)."""
+    env = {"ANTHROPIC_API_KEY": "test", "IRIS_LLM__BASE_URL": model_url}
+    second_chat_refused(
+        tmp_path, env, "another iris chat is using iris.db: one terminal chat per vault at a time"
+    )
 
 
 def test_chat_serves_no_http_so_run_finds_the_port_free(tmp_path: Path, model_url: str) -> None:

@@ -12,7 +12,7 @@ import psycopg
 
 from tests.fakes.echo_model import echo_model
 from tests.fakes.postgres import PgServer
-from tests.gateway.app.test_cli import iris
+from tests.gateway.app.test_cli import iris, second_chat_refused
 from vault.migrations import MIGRATIONS
 
 
@@ -98,29 +98,10 @@ def test_a_second_terminal_chat_on_one_postgresql_vault_is_refused(
     with echo_model() as model_url:
         env = {"IRIS_VAULT__URL": pg_url, "ANTHROPIC_API_KEY": "test",
                "IRIS_LLM__BASE_URL": model_url}  # fmt: skip
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
-        first = subprocess.Popen(
-            [sys.executable, "-m", "gateway.app", "chat"], cwd=tmp_path, env={**full_env, **env},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        second_chat_refused(
+            tmp_path, env,
+            "another iris chat is using this PostgreSQL vault: one terminal chat at a time",
         )  # fmt: skip
-        assert first.stdin is not None and first.stdout is not None
-        try:
-            first.stdin.write("hello\n")
-            first.stdin.flush()
-            assert first.stdout.readline() == "echo: hello\n"  # it runs, holding the lock
-            second = iris(tmp_path, "chat", stdin="me too\n", env=env)
-            assert second.returncode == 1
-            assert second.stderr.strip().splitlines()[-1] == (
-                "error: another iris chat is using this PostgreSQL vault: one terminal chat at a "
-                "time"
-            )
-        finally:
-            first.stdin.close()
-            assert first.wait(30) == 0
-            first.stdout.close()
-            if first.stderr is not None:
-                first.stderr.close()
-        assert iris(tmp_path, "chat", stdin="again\n", env=env).returncode == 0  # free again
 
 
 def test_two_backups_to_one_target_at_once_make_one_whole_file(
