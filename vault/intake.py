@@ -27,6 +27,7 @@ from typing import Any
 
 from gateway.core.messages import ChatKind, ChatRef, Inbound, RejectedInbound, UserRef
 from vault.db import Vault
+from vault.served import served_clause
 
 FORMAT = 1  # version of the payload's JSON shape; a reader accepts this one and older
 
@@ -137,11 +138,11 @@ class IntakeStore:
     ) -> tuple[list[Pending], list[int]]:
         """Rows to replay in arrival order (of `channels` only, when given), and the ids of
         rows this version cannot read (marked rejected here)."""
-        only = "" if channels is None else " AND channel IN (SELECT value FROM json_each(?))"
+        only, names = served_clause("channel", channels)
         rows = await self.vault.fetchall(
             f"SELECT id, payload, received_ms FROM intake WHERE state = 'pending'{only}"
             " ORDER BY id",
-            () if channels is None else (json.dumps(list(channels)),),
+            names,
         )
         readable: list[Pending] = []
         unreadable: list[tuple[int, str]] = []

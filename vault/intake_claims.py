@@ -30,6 +30,7 @@ from enum import StrEnum
 from gateway.core.messages import Inbound, RejectedInbound
 from vault.db import Vault
 from vault.intake import Pending, admit_in, from_json
+from vault.served import served_clause
 
 INTAKE_HINTS = "iris_intake"  # the NOTIFY channel: "look at this chat" (JSON payload)
 _LOCK_SEED = 0x696E74616B65  # "intake": a namespace for the chats' advisory lock keys
@@ -249,13 +250,13 @@ class IntakeClaims:
         """Chats with pending messages that no live replica holds (nobody, an expired lease,
         or our own id from a previous process), oldest message first; with `channels`, only
         theirs (in the query: the limit counts only chats this replica could run)."""
-        only = "" if channels is None else " AND i.channel IN (SELECT value FROM json_each(?))"
+        only, names = served_clause("i.channel", channels)
         rows = await self.vault.fetchall(
             f"""SELECT i.chat_key FROM intake i
                LEFT JOIN intake_claims c ON c.chat_key = i.chat_key
                WHERE i.state = 'pending'
                  AND (c.chat_key IS NULL OR c.lease_until < ? OR c.replica = ?){only}
                GROUP BY i.chat_key ORDER BY min(i.id) LIMIT ?""",
-            (now_ms, replica, *(() if channels is None else (json.dumps(list(channels)),)), limit),
+            (now_ms, replica, *names, limit),
         )
         return [str(r[0]) for r in rows]

@@ -29,6 +29,7 @@ from gateway.core.messages import Button, ChatRef, Outbound, OutboundKind
 from vault.batch import SyncBody
 from vault.conversations import insert_message
 from vault.db import Row, Vault
+from vault.served import served_clause
 
 TERMINAL = ("sent", "failed", "uncertain")
 
@@ -85,7 +86,6 @@ def record_history_in(raw: sqlite3.Connection, row_id: int, now_ms: int) -> bool
     return True
 
 
-_ON_CHANNELS = "AND o.channel IN (SELECT value FROM json_each(?))"
 _COLUMNS = (
     "id, idempotency_key, channel, chat_id, thread_id, kind, text, reply_to, status, attempts, "
     "buttons, platform_ids"
@@ -254,9 +254,8 @@ class Outbox:
         free, params = "", (limit,)  # type: tuple[str, tuple[object, ...]]
         if self.owner is not None:
             free, params = f"AND {_FREE}", (self.owner, now_ms, limit)
-        if channels is not None:
-            free += f" {_ON_CHANNELS}"
-            params = (*params[:-1], json.dumps(list(channels)), limit)
+        only, names = served_clause("o.channel", channels)
+        free, params = free + only, (*params[:-1], *names, limit)
         rows = await self.vault.fetchall(
             f"""SELECT {_COLUMNS}, next_attempt_ms, created_ms,
                        attempts > 0 OR last_error IS NOT NULL AS touched
@@ -407,9 +406,8 @@ class Outbox:
             mine = "o.owner = ? OR" if at_start else "o.owner != ? AND"
             where += f" AND (o.owner IS NULL OR {mine} o.lease_until <= ?)"
             params = (self.owner, now_ms)
-        if channels is not None:  # another process may be sending on the others right now
-            where += f" {_ON_CHANNELS}"
-            params = (*params, json.dumps(list(channels)))
+        only, names = served_clause("o.channel", channels)  # another process may be
+        where, params = where + only, (*params, *names)  # sending on the others right now
 
         def recover(raw: sqlite3.Connection) -> int:
             ids = [

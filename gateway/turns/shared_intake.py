@@ -119,7 +119,7 @@ class SharedIntake(Intake):
         found = await self.claims.claimable(
             replica=self.replica, now_ms=self.clock.now_ms(), channels=self.served
         )
-        chats = [c for c in found if c not in self._runs and self.serves(c)]
+        chats = [chat_key for chat_key in found if chat_key not in self._runs]
         claimed = await self.claims.claim(
             chats, replica=self.replica, running=set(self._runs), now_ms=self.clock.now_ms(),
             lease_until=self._lease_until(),
@@ -251,6 +251,7 @@ class SharedIntake(Intake):
     # --- finding chats nobody runs ---------------------------------------------------------
 
     def _request(self, chats: Sequence[str]) -> None:
+        # Scans come filtered by the query; hints name any chat with news.
         wanted = [c for c in chats if c not in self._runs and self.serves(c)]
         if wanted and not self._stopping():
             self._to_claim.update(wanted)

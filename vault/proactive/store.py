@@ -49,9 +49,9 @@ from vault.proactive.tx import (
     reschedule_in,
     send_times_in,
     sends_since_in,
-    served_filter,
     take_over_in,
 )
+from vault.served import served_clause
 
 __all__ = [
     "TERMINAL",
@@ -242,7 +242,7 @@ class ProactiveStore:
         return sorted(items, key=lambda i: (i.execute_at, i.source, i.id))
 
     async def next_due_ms(self) -> int | None:
-        only, channels = served_filter(self.served)
+        only, channels = served_clause("chat", self.served, chat_id=True)
         value = await self.vault.scalar(
             f"""SELECT min(t) FROM (
                  SELECT min(execute_at) AS t FROM proactive_intents
@@ -291,7 +291,7 @@ class ProactiveStore:
 
     async def delivering(self) -> list[Delivering]:
         found: list[Delivering] = []
-        only, channels = served_filter(self.served, "i.chat")
+        only, channels = served_clause("i.chat", self.served, chat_id=True)
         both = await asyncio.gather(  # one read hop for the two tables
             *(
                 self.vault.fetchall(

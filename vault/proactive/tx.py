@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from gateway.core.messages import Outbound
 from vault.conversations import insert_message, open_session
 from vault.proactive.items import TABLES, Blocked, Item, ItemStatus, LostClaim, QuotaCheck
+from vault.served import served_clause
 
 COUNTED = "('delivering', 'sent', 'uncertain')"
 
@@ -60,20 +61,6 @@ def sends_since_in(raw: sqlite3.Connection, since_ms: int) -> int:
 SKIP_LOCKED = {"sqlite": "", "postgresql": " FOR UPDATE SKIP LOCKED"}
 
 
-def served_filter(
-    served: Sequence[str] | None, column: str = "chat"
-) -> tuple[str, tuple[str, ...]]:
-    """The clause (and its parameters) that keeps rows whose chat is on a channel in `served`:
-    a process claims only what it can deliver (`iris chat` serves the console alone, `iris
-    run` the platforms). None: every channel."""
-    if served is None:
-        return "", ()
-    if not served:
-        return " AND 1 = 0", ()
-    marks = ",".join("?" * len(served))
-    return f" AND {column} IN (SELECT id FROM chats WHERE channel IN ({marks}))", tuple(served)
-
-
 def claim_in(
     raw: sqlite3.Connection, *, now_ms: int, lease_ms: int, limit: int, token: str,
     dialect: str = "sqlite", served: Sequence[str] | None = None,
@@ -81,7 +68,7 @@ def claim_in(
     """Lease up to `limit` due rows (intents first, oldest due first) to `token`, of chats on
     the `served` channels."""
     ids: dict[str, list[int]] = {"intent": [], "trigger": []}
-    only, channels = served_filter(served)
+    only, channels = served_clause("chat", served, chat_id=True)
     for source in ("intent", "trigger"):
         left = limit - len(ids["intent"])
         if left <= 0:
