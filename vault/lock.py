@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from gateway.core.errors import VaultError
@@ -62,14 +62,18 @@ def exclusive(vault_path: Path) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def one_chat(vault_path: Path, url: str = "") -> Iterator[None]:
-    """Held by `iris chat` (beside `in_use`): one terminal chat per vault file. Two would share
-    the one local conversation, and each would take the other's unanswered messages for ones
-    a crash left behind. On PostgreSQL there is no file: `iris chat` holds an advisory lock
-    instead (`vault.pg.leader.held_alone`)."""
+@asynccontextmanager
+async def one_chat(vault_path: Path, url: str = "") -> AsyncIterator[None]:
+    """Held by `iris chat` (beside `in_use`): one terminal chat per vault. Two would share the
+    one local conversation, and each would take the other's unanswered messages for ones a
+    crash left behind. A lock file beside the vault file; on PostgreSQL, where there is no
+    file, an advisory lock (`vault.pg.leader.held_alone`)."""
     if url:
-        yield
+        from vault.pg.leader import held_alone  # the postgres extra: only with a URL
+
+        busy = "another iris chat is using this PostgreSQL vault: one terminal chat at a time"
+        async with held_alone(url, "chat", busy):
+            yield
         return
     busy = f"another iris chat is using {vault_path}: one terminal chat per vault at a time"
     with _locked(vault_path, fcntl.LOCK_EX, busy, ".chat.lock"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any
 
 from gateway.admin.access import AccessCommands
@@ -165,12 +166,7 @@ class AdminCommands:
         trace = await self.traces.latest(call.scope.chat.key)
         if trace is None:
             return "No model request in this chat yet."
-        runs: list[list[Any]] = []  # consecutive repeats said once, counted ("history × 12")
-        for item in trace.kept:
-            if runs and runs[-1][0] == item:
-                runs[-1][1] += 1
-            else:
-                runs.append([item, 1])
+        runs = [(k, len(list(same))) for k, same in groupby(trace.kept)]  # "history × 12"
         kept = "\n".join(f"  - {k}" + (f" × {n}" if n > 1 else "") for k, n in runs)
         return f"{trace.render()}\nKept:\n{kept}"
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import re
@@ -99,18 +98,12 @@ async def cmd_chat(args: argparse.Namespace, config: Config) -> int:
         stop.set()
 
     v = config.settings.vault
-    with in_use(v.path, v.url), one_chat(v.path, v.url):
-        async with contextlib.AsyncExitStack() as stack:
-            if v.url:  # one terminal chat per database too (no file to lock there)
-                from vault.pg.leader import held_alone
-
-                busy = (
-                    "another iris chat is using this PostgreSQL vault: one terminal chat at a time"
-                )
-                await stack.enter_async_context(held_alone(v.url, "chat", busy))
-            app = await stack.enter_async_context(App(
-                config=config, channels=[console], background=[stop_at_eof], serve_http=False
-            ))  # fmt: skip
+    with in_use(v.path, v.url):
+        async with (
+            one_chat(v.path, v.url),
+            App(config=config, channels=[console], background=[stop_at_eof],
+                serve_http=False) as app,
+        ):  # fmt: skip
             await app.serve(stop)
     return 0
 

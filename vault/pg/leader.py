@@ -36,9 +36,10 @@ from contextlib import asynccontextmanager
 
 import psycopg
 
-from gateway.core.errors import ConfigError, VaultError
+from gateway.core.errors import VaultError
 from gateway.core.ports import Clock
 from gateway.core.replica import Replica
+from vault.pg.vault import cannot_connect
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +180,7 @@ async def held_alone(url: str, name: str, busy: str) -> AsyncIterator[None]:
             url, autocommit=True, application_name=f"iris {name}"[:63]
         )
     except psycopg.Error as exc:  # worded as the vault's own connection failure is
-        from vault.pg.vault import _reason, redacted
-
-        raise ConfigError(
-            [f"vault.url: cannot connect to {redacted(url)}: {_reason(exc)}"]
-        ) from exc
+        raise cannot_connect("vault.url", url, exc) from exc
     try:
         cursor = await conn.execute(b"SELECT pg_try_advisory_lock(%s)", (lock_key(name),))
         row = await cursor.fetchone()

@@ -54,6 +54,11 @@ def _reason(exc: BaseException) -> str:
     return text[-1].strip() if text else type(exc).__name__
 
 
+def cannot_connect(key: str, url: str, exc: BaseException) -> ConfigError:
+    """A failed connection as one line naming the setting the URL came from (no password)."""
+    return ConfigError([f"{key}: cannot connect to {redacted(url)}: {_reason(exc)}"])
+
+
 class PgTx:
     """`vault.db.Tx` on PostgreSQL: each call one hop to the writer's thread."""
 
@@ -123,9 +128,7 @@ class PgVault(Vault):
             self._pg_reader = await Worker.open(self.url, "vault-pg-reader", read_only=True)
         except Exception as exc:
             await self.close()
-            raise ConfigError(
-                [f"{self._key}: cannot connect to {redacted(self.url)}: {_reason(exc)}"]
-            ) from exc
+            raise cannot_connect(self._key, self.url, exc) from exc
 
     async def close(self) -> None:
         self._closed = True
