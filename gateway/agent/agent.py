@@ -160,14 +160,20 @@ class Agent:
         if budget <= 0:
             raise ModelUnavailable(f"the turn used up its model deadline ({self.deadline_s:g} s)")
         ends = time.monotonic() + budget
+        asked = False  # past the wait for a model slot (`[llm] max_concurrency`)
         try:
             async with AsyncExitStack() as waiting:
                 if self.turn_slots is not None:
                     await waiting.enter_async_context(self.turn_slots.stepped_out())
                 async with asyncio.timeout(budget + BACKSTOP_GRACE_S), self._model_slots:
+                    asked = True
                     left = ends - time.monotonic()
                     response = await self.llm.complete(replace(request, deadline_s=left))
         except TimeoutError:
+            if not asked:  # this gateway's own queue, not the model: no health problem
+                raise ModelUnavailable(
+                    f"no model slot free within {budget:.3g} s ([llm] max_concurrency)"
+                ) from None
             self.health.report_failed(self.clock.now_ms())
             raise ModelUnavailable(f"no answer from the model within {budget:.3g} s") from None
         except ModelKeyRejected:

@@ -176,6 +176,9 @@ async def test_waiting_for_a_model_slot_counts_toward_the_deadline(tmp_path: Pat
             async with asyncio.timeout(GENEROUS_S):
                 await agent.call(request, None, deadline_s=0.2)
         assert llm.calls == 1  # the second call never got a model slot
+        # ... which is this gateway's queue, not the model failing: no streak towards
+        # `/healthz` "degraded".
+        assert agent.health.failed_in_a_row == 0
         llm.release.set()
         await asyncio.wait_for(first, GENEROUS_S)
 
