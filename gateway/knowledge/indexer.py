@@ -62,6 +62,9 @@ class FileStat:
     path: Path
     mtime_ns: int
     size: int
+    # A symbolic link to a file outside the glob's folder: whatever it reaches (the config's
+    # `.env`, say) would go in front of the model, so it is skipped, never read.
+    outside: bool = False
 
 
 def _split_glob(glob: str) -> tuple[str, str]:
@@ -77,26 +80,39 @@ def _split_glob(glob: str) -> tuple[str, str]:
 
 def expand(base: Path, glob: str) -> list[Path]:
     """The files a glob matches (relative to `base`; absolute globs are taken as they are)."""
+    return [path for path, _ in _matches(base, glob)]
+
+
+def _matches(base: Path, glob: str) -> list[tuple[Path, bool]]:
+    """(file, whether it lies within the glob's own folder once links are followed)."""
     root_part, rest = _split_glob(glob)
     root = base / root_part if root_part else base
     if not rest:
-        return [root] if root.is_file() else []
+        return [(root, True)] if root.is_file() else []  # named on its own: the operator's
     try:
-        return sorted(p for p in root.glob(rest) if p.is_file())
+        real_root = root.resolve()
+        return [(p, _inside(p, real_root)) for p in sorted(root.glob(rest)) if p.is_file()]
     except OSError:
         return []
+
+
+def _inside(path: Path, real_root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(real_root)
+    except (OSError, RuntimeError):  # a link loop
+        return False
 
 
 def list_files(base: Path, globs: Sequence[str]) -> dict[str, FileStat]:
     found: dict[str, FileStat] = {}
     for glob in globs:
-        for path in expand(base, glob):
+        for path, inside in _matches(base, glob):
             rel = Path(os.path.relpath(path, base)).as_posix()
             try:
                 st = path.stat()
             except OSError:
                 continue
-            found.setdefault(rel, FileStat(path, st.st_mtime_ns, st.st_size))
+            found.setdefault(rel, FileStat(path, st.st_mtime_ns, st.st_size, outside=not inside))
     return found
 
 
@@ -104,6 +120,8 @@ def read_document(
     rel: str, st: FileStat, rules: PathRules, settings: KnowledgeSection
 ) -> Parsed | Skipped:
     """Read and parse one listed file (blocking; its size is checked before reading)."""
+    if st.outside:  # a symbolic link out of the folder (to `.env`, say): never read
+        return Skipped("a link to a file outside the documents' folder")
     limit = settings.max_document_bytes
     if st.size > limit:
         return Skipped(f"larger than max_document_bytes ({st.size} > {limit})")

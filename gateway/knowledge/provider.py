@@ -18,6 +18,7 @@ as it was read (the text and hash come from one consistent read of the index).
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from dataclasses import dataclass, replace
 
@@ -44,12 +45,22 @@ def short(hash_: str) -> str:
     return hash_[:8]
 
 
+# A document's own text may not open or close a <document> element: whatever it says stays
+# inside its own (a file that ends its block early would speak as the system prompt).
+_TAG = re.compile(r"<(/?\s*document)", re.IGNORECASE)
+
+
+def _attr(value: str) -> str:
+    """An attribute value as the model reads it: quotes and angle brackets escaped, so a file
+    name like `x" status="superseded.md` cannot forge another attribute."""
+    return html.escape(value.replace("\n", " "), quote=True)
+
+
 def render(doc: DocumentRow, chunks: list[ChunkRow], picked: list[int]) -> str:
     """The text the model sees for a document: all of it, or the picked chunks in order."""
-    title = doc.title.replace('"', "'")
-    attrs = f'title="{title}" path="{doc.path}" type="{doc.type}"'
+    attrs = f'title="{_attr(doc.title)}" path="{_attr(doc.path)}" type="{_attr(doc.type)}"'
     if doc.status:
-        attrs += f' status="{doc.status}"'
+        attrs += f' status="{_attr(doc.status)}"'
     attrs += f' version="{short(doc.content_hash)}"'
     chosen = [c for c in chunks if c.id in picked] if picked else chunks
     if len(chosen) < len(chunks):
@@ -59,6 +70,7 @@ def render(doc: DocumentRow, chunks: list[ChunkRow], picked: list[int]) -> str:
         if picked
         else "\n\n".join(c.text for c in chunks)
     )
+    body = _TAG.sub(r"&lt;\1", body)
     return f"<document {attrs}>\n{body}\n</document>"
 
 

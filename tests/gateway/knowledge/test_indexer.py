@@ -77,19 +77,23 @@ async def test_bad_files_are_skipped_with_one_log_line_each(
     write(tmp_path, "big.md", "# Big\n\n" + "x" * 500)
     unreadable = tmp_path / "docs" / "unreadable.md"
     os.symlink("/proc/self/mem", unreadable)  # a regular file whose reads fail, even for root
+    (tmp_path / "docs" / "dev").mkdir()
+    os.symlink("/proc/self/mem", tmp_path / "docs" / "dev" / "mem.md")
     with caplog.at_level(logging.WARNING, logger="gateway.knowledge.indexer"):
         report = await knowledge(app).indexer.scan()
         await knowledge(app).indexer.scan()  # the next rescan says nothing new
     assert report.indexed == 1
     assert sorted(report.skipped) == [
-        "docs/big.md", "docs/image.md", "docs/latin1.md", "docs/unreadable.md",
+        "docs/big.md", "docs/dev/mem.md", "docs/image.md", "docs/latin1.md",
+        "docs/unreadable.md",
     ]  # fmt: skip
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert any("docs/big.md" in m and "max_document_bytes (507 > 400)" in m for m in lines)
     assert any("docs/image.md" in m and "binary" in m for m in lines)
     assert any("docs/latin1.md" in m and "UTF-8" in m for m in lines)
-    assert any("docs/unreadable.md" in m and "unreadable" in m for m in lines)
+    # Links out of the documents' folder are never read (one into /proc, here, or to `.env`).
+    assert sum("a link to a file outside the documents' folder" in m for m in lines) == 2
     assert set(await rows(app)) == {"docs/good.md"}
 
 
@@ -114,6 +118,23 @@ async def test_broken_front_matter_is_indexed_as_a_note_with_a_warning(
     assert any("docs/adr/1.md" in m and "line 3 is not 'key: value'" in m for m in lines)
     assert any("docs/odd.md" in m and "unknown type 'spike'" in m for m in lines)
     assert any("docs/odd.md" in m and "unknown status 'someday'" in m for m in lines)
+
+
+async def test_a_link_out_of_the_documents_folder_is_never_indexed(
+    app: App, tmp_path: Path
+) -> None:
+    """A symlink named like a note but pointing at the config's `.env` put the API key in
+    front of the model (in group chats too); one within the folder is an ordinary file."""
+    (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=sk-secret\n")
+    write(tmp_path, "notes/real.md", GOOD)
+    (tmp_path / "docs" / "notes" / "env-link.md").symlink_to(tmp_path / ".env")
+    (tmp_path / "docs" / "notes" / "alias.md").symlink_to(tmp_path / "docs" / "notes" / "real.md")
+    (tmp_path / "docs" / "notes" / "loop.md").symlink_to(tmp_path / "docs" / "notes" / "loop.md")
+    report = await knowledge(app).indexer.scan()
+    assert report.skipped == ["docs/notes/env-link.md"]  # the loop is no file at all
+    assert sorted(await rows(app)) == ["docs/notes/alias.md", "docs/notes/real.md"]
+    texts = await app.vault.fetchall("SELECT text FROM knowledge_chunks")
+    assert not any("sk-secret" in r[0] for r in texts)
 
 
 async def test_types_by_path_rule(tmp_path: Path) -> None:
