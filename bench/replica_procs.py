@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.app.config import VaultSection
+from gateway.app.config_vault import VaultSection
 
 ROOT = Path(__file__).resolve().parent.parent
 TELEGRAM_TOKEN = "123:bench-token"

@@ -125,10 +125,10 @@ class ProactiveCommands:
             await self.conversations.update_settings(scope.user_pk, {"quiet_hours": value})
             if arg == "off":
                 return "Quiet hours are off: follow-ups may arrive at any hour."
-            return (
-                f"Quiet hours reset to the default "
-                f"({self.policy.quiet_start:02d}:00–{self.policy.quiet_end:02d}:00)."
-            )
+            start, end = self.policy.quiet_start, self.policy.quiet_end
+            if start == end:
+                return "Quiet hours reset to the default: off, follow-ups may arrive at any hour."
+            return f"Quiet hours reset to the default ({start:02d}:00–{end:02d}:00)."
         match = _QUIET.fullmatch(arg)
         if match is None:
             raise UserInputError(usage)

@@ -95,7 +95,10 @@ def user_prefs(
     """Per-user settings keys: `proactive_enabled` (bool), `quiet_hours` ([start, end] | "off").
     `release_key` places the user in the release window (any integer; the engine keys it by
     user, so all of one user's items share it)."""
+    # Equal hours in the configuration: no quiet hours by default (as `/quiet off`).
     quiet: tuple[int, int] | None = (cfg.quiet_start, cfg.quiet_end)
+    if cfg.quiet_start == cfg.quiet_end:
+        quiet = None
     override = settings.get("quiet_hours")
     if override == "off":
         quiet = None

@@ -1,7 +1,9 @@
 """Who is using a vault file: an advisory lock beside it (`iris.db.lock`).
 
 `iris run` and `iris chat` hold a shared lock for their whole life (any number of them may);
-`iris db restore` needs the exclusive lock, so it refuses while Iris runs on that vault. The
+`iris db restore` needs the exclusive lock, so it refuses while Iris runs on that vault. Each
+also holds a lock of its own kind (`iris.db.run.lock`, `iris.db.chat.lock`): one of each per
+vault. The
 lock is `flock(2)` on an open file: the kernel drops it when the process ends however it
 ends, so a crash never leaves a stale lock behind (a pid file would).
 
@@ -59,6 +61,20 @@ def exclusive(vault_path: Path) -> Iterator[None]:
     """Held while the vault file is replaced: nobody else may have it open through Iris."""
     busy = f"Iris is running on {vault_path} (iris run or iris chat): stop it first"
     with _locked(vault_path, fcntl.LOCK_EX, busy):
+        yield
+
+
+@contextmanager
+def one_run(vault_path: Path, url: str = "") -> Iterator[None]:
+    """Held by `iris run` (beside `in_use`): one serving process per SQLite vault. A second
+    would poll the same bot (or take the same webhooks), run the same follow-ups and resend
+    the same waiting replies; several processes share a vault only on PostgreSQL, as
+    replicas, where this takes nothing."""
+    if url:
+        yield
+        return
+    busy = f"another iris run is using {vault_path}: one iris run per SQLite vault"
+    with _locked(vault_path, fcntl.LOCK_EX, busy, ".run.lock"):
         yield
 
 

@@ -437,6 +437,10 @@ class Outbox:
         value = await self.vault.scalar("SELECT status FROM outbox WHERE id = ?", (row_id,))
         return None if value is None else str(value)
 
+    async def created_ms(self, row_id: int) -> int | None:
+        value = await self.vault.scalar("SELECT created_ms FROM outbox WHERE id = ?", (row_id,))
+        return None if value is None else int(value)
+
     async def has_key_prefix(self, prefix: str) -> bool:
         """Whether any row's idempotency key starts with `prefix`: a turn's replies share
         one (`gateway/turns/replies.py`), so this says whether a message was answered."""

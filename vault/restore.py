@@ -7,6 +7,14 @@ start. The current vault is checkpointed (its WAL folded into the main file) and
 be applied to the restored file. The backup is copied with SQLite's backup API into a
 temporary file next to the vault, checked again, then renamed into place.
 
+Work the backup still had to do is settled in the copy before it goes into place, unless
+asked to keep it (`keep_pending`): replies waiting to be sent (outbox rows `pending` or
+`sending` become `uncertain`), messages confirmed to the platform but not yet answered
+(intake rows become `rejected`), and follow-ups and check-ins due by now (`skipped`, or
+`uncertain` when they were being sent). Any of them may have been done after the backup was
+taken, and the backup cannot tell which: done again, a user would get a reply twice. What
+was settled is counted (`Settled`), for the operator to hear.
+
 Synchronous on purpose: it runs from the command line while nothing else uses the vault (the
 caller holds `vault.lock.exclusive`).
 """
@@ -16,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +32,53 @@ from gateway.core.errors import VaultError
 from vault.migrations import MIGRATIONS
 
 CORE_TABLES = ("users", "chats", "sessions", "messages")
+RESTORED = "restored from a backup: it may have been done after the backup was taken"
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a restore settled rather than do again (`keep_pending` off)."""
+
+    replies: int = 0  # outbox rows waiting or being sent
+    messages: int = 0  # inbound messages confirmed but not answered
+    follow_ups: int = 0  # follow-ups and check-ins due by the time of the restore
+
+    def __bool__(self) -> bool:
+        return bool(self.replies or self.messages or self.follow_ups)
+
+
+def _settle(path: Path, now_ms: int) -> Settled:
+    """Settle the copy's unfinished work (see the module's docstring)."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+        with conn:
+            replies = messages = follow_ups = 0
+            if "outbox" in tables:
+                replies = conn.execute(
+                    "UPDATE outbox SET status = 'uncertain', last_error = ? "
+                    "WHERE status IN ('pending', 'sending')",
+                    (RESTORED,),
+                ).rowcount
+            if "intake" in tables:
+                messages = conn.execute(
+                    "UPDATE intake SET state = 'rejected', reason = ? WHERE state = 'pending'",
+                    (RESTORED,),
+                ).rowcount
+            for table in ("proactive_intents", "proactive_triggers"):
+                if table not in tables:
+                    continue
+                follow_ups += conn.execute(
+                    f"UPDATE {table} SET status = CASE status WHEN 'delivering' THEN "
+                    "'uncertain' ELSE 'skipped' END, reason = ?, finished_at = ? "
+                    "WHERE status = 'delivering' OR (status = 'pending' AND execute_at <= ?)",
+                    (RESTORED, now_ms, now_ms),
+                ).rowcount
+        return Settled(replies, messages, follow_ups)
+    except sqlite3.DatabaseError as exc:
+        raise VaultError(f"cannot settle the backup's unfinished work: {exc}") from exc
+    finally:
+        conn.close()
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
@@ -88,8 +144,12 @@ def _set_aside(target: Path, now: datetime) -> Path | None:
     return kept
 
 
-def restore(backup: Path, target: Path, now: datetime | None = None) -> Path | None:
-    """Replace `target` with `backup`; return where the replaced file was kept (None: none)."""
+def restore(
+    backup: Path, target: Path, now: datetime | None = None, *, keep_pending: bool = False
+) -> tuple[Path | None, Settled]:
+    """Replace `target` with `backup`; return where the replaced file was kept (None: none)
+    and what unfinished work of the backup was settled."""
+    now = now or datetime.now(UTC)
     check(backup)
     staging = target.with_name(target.name + ".restoring")
     staging.unlink(missing_ok=True)
@@ -110,8 +170,9 @@ def restore(backup: Path, target: Path, now: datetime | None = None) -> Path | N
         for side in made:
             side.unlink(missing_ok=True)
     check(staging)
+    settled = Settled() if keep_pending else _settle(staging, int(now.timestamp() * 1000))
     for side in _side_files(staging):  # never carried over to the vault's name
         side.unlink(missing_ok=True)
-    kept = _set_aside(target, now or datetime.now(UTC))
+    kept = _set_aside(target, now)
     os.replace(staging, target)
-    return kept
+    return kept, settled

@@ -35,6 +35,7 @@ from gateway.core.errors import (
     ModelError,
     ModelKeyRejected,
     ModelNotConfigured,
+    ModelRejected,
     ModelUnavailable,
     VaultError,
 )
@@ -178,6 +179,9 @@ class Agent:
             raise ModelUnavailable(f"no answer from the model within {budget:.3g} s") from None
         except ModelKeyRejected:
             self.health.report_key_rejected(self.clock.now_ms())
+            raise
+        except ModelRejected as exc:
+            self.health.report_refused(exc.status, self.clock.now_ms())
             raise
         except ModelUnavailable:
             self.health.report_failed(self.clock.now_ms())

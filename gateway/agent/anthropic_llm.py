@@ -207,7 +207,7 @@ def map_error(exc: Exception) -> ModelUnavailable | ModelRejected:
             return ModelUnavailable(f"model API rate limit ({detail})")
         if status in _TRANSIENT_STATUS or status >= 500:
             return ModelUnavailable(f"model API unavailable ({detail})")
-        return ModelRejected(f"model API rejected the request ({detail})")
+        return ModelRejected(f"model API rejected the request ({detail})", status=status)
     if isinstance(exc, anthropic.APIResponseValidationError | json.JSONDecodeError):
         return ModelUnavailable("model API sent an unreadable response")
     return ModelRejected(f"model API error ({type(exc).__name__})")
@@ -219,7 +219,7 @@ def _waiting(
     """`error` again with `message`, and the API's wait if it is an outage."""
     if isinstance(error, ModelUnavailable):
         return type(error)(message, retry_after_s=wait)
-    return type(error)(message)
+    return type(error)(message, status=error.status)
 
 
 def retry_after_s(exc: Exception) -> float | None:

@@ -8,7 +8,11 @@ the admin alert job (`gateway/app/model.py`) waits on `rejected()` to tell the a
 per episode. Transient failures (rate limits, 5xx, timeouts) are not health problems: the
 deadline already answers the user, and the next call may well succeed. A run of them is
 shown, though, as `degraded` in `/healthz` (`ok` stays true): from `FAILING_STREAK` failed
-calls in a row until one succeeds, so a probe sees that users get the apology.
+calls in a row until one succeeds, so a probe sees that users get the apology. Requests the
+API refuses for what they are (HTTP 400) count towards that run too. A refusal of the model
+itself — HTTP 404 (a mistyped `[llm] model`, or a base URL without the Messages API) or 403
+(the key may not use it) — fails every call like a rejected key: a problem entry until a call
+succeeds, naming the setting to check.
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ log = logging.getLogger(__name__)
 
 KEY_REJECTED = "API key rejected"
 FAILING_STREAK = 3  # failed calls in a row before `/healthz` says the model is failing
+# HTTP statuses by which the API refuses the configured model itself, and what to check.
+MODEL_REFUSED = {
+    403: "the API key may not use this model (HTTP 403): check [llm] model and the key's access",
+    404: "the API does not know this model (HTTP 404): check [llm] model and [llm] base_url",
+}
 
 
 class ModelHealth:
@@ -34,6 +43,7 @@ class ModelHealth:
         self.episodes = 0  # refusals that began after the key had worked (or at start)
         self.failed_in_a_row = 0  # transient failures since the last answer
         self.failing_since_ms: int | None = None
+        self.refused: str | None = None  # why the API refuses the model (`MODEL_REFUSED`)
 
     @property
     def key_rejected(self) -> bool:
@@ -54,6 +64,17 @@ class ModelHealth:
             self.failing_since_ms = now_ms
         self.failed_in_a_row += 1
 
+    def report_refused(self, status: int | None, now_ms: int) -> None:
+        """The API refused a request for good (`ModelRejected`): the model itself (403, 404)
+        is a problem until a call succeeds; anything else counts as a failed call."""
+        detail = MODEL_REFUSED.get(status or 0)  # the statuses of `refuses_model`
+        if detail is None:
+            self.report_failed(now_ms)
+            return
+        if self.refused is None:
+            log.error("the model API refuses the configured model: %s", detail)
+        self.refused = detail
+
     def failing(self) -> str | None:
         """The `/healthz` `degraded` line while calls keep failing, else None."""
         if self.failed_in_a_row < FAILING_STREAK or self.failing_since_ms is None:
@@ -61,12 +82,15 @@ class ModelHealth:
         since = datetime.fromtimestamp(self.failing_since_ms / 1000, UTC)
         return (
             f"model: the last {self.failed_in_a_row} calls failed (since "
-            f"{since:%Y-%m-%d %H:%M} UTC: rate limits, server errors or timeouts); users get "
-            "the model-down apology"
+            f"{since:%Y-%m-%d %H:%M} UTC: rate limits, server errors, timeouts or refused "
+            "requests); users get an apology"
         )
 
     def report_answered(self) -> None:
         self.failed_in_a_row, self.failing_since_ms = 0, None
+        if self.refused is not None:
+            log.warning("the model API answers the configured model again")
+            self.refused = None
         if not self._rejected.is_set():
             return
         log.warning("the model API accepts the API key again")
@@ -76,9 +100,11 @@ class ModelHealth:
 
     def report(self) -> ChannelHealth | None:
         """The `/healthz` entry while there is a problem, else None."""
-        if not self._rejected.is_set():
-            return None
-        return ChannelHealth(channel="model", connected=False, detail=KEY_REJECTED)
+        if self._rejected.is_set():
+            return ChannelHealth(channel="model", connected=False, detail=KEY_REJECTED)
+        if self.refused is not None:
+            return ChannelHealth(channel="model", connected=False, detail=self.refused)
+        return None
 
     async def rejected(self) -> None:
         """Until the key is being refused."""

@@ -312,6 +312,7 @@ class App:
             channels=self.channel_map,
             clock=self.clock,
             max_attempts=s.delivery.max_attempts,
+            give_up_after_s=s.delivery.give_up_after_minutes * 60,
             backoff_base_s=s.delivery.backoff_base_s,
             backoff_max_s=s.delivery.backoff_max_s,
             max_inline_wait_s=s.delivery.max_inline_wait_s,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from gateway.app import cli_db, cli_deploy, cli_doctor, cli_init
 from gateway.app.cli_common import HelpFormatter, Runner, UsageError, add_command
 from gateway.app.config import Config, load_config
+from gateway.app.logs import setup_logging
 from gateway.core.errors import ConfigError, FatalChannelError, IrisError, SchemaTooNew
 
 if TYPE_CHECKING:
@@ -34,16 +35,6 @@ if TYPE_CHECKING:
     from gateway.analyzer.semantic import SemanticSide
 
 log = logging.getLogger("iris")
-
-
-def _setup_logging(level: str, *, quiet: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.WARNING if quiet else getattr(logging, level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("httpx", "httpx2", "telegram", "slack_bolt", "slack_sdk", "aiohttp.access"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _install_stop_signals(stop: asyncio.Event) -> None:
@@ -64,7 +55,7 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:
     from gateway.app.app import App
     from gateway.app.channels import build_channels, channel_statuses
-    from vault.lock import in_use
+    from vault.lock import in_use, one_run
 
     statuses = channel_statuses(config)
     for status in statuses:
@@ -76,7 +67,7 @@ async def cmd_run(args: argparse.Namespace, config: Config) -> int:
     _install_stop_signals(stop)
     vault = config.settings.vault
     # `iris db restore` refuses while this is held; on PostgreSQL replicas take nothing.
-    with in_use(vault.path, vault.url):
+    with in_use(vault.path, vault.url), one_run(vault.path, vault.url):
         async with App(config=config, channels=build_channels(config)) as app:
             log.info("iris is running (vault %s)", "PostgreSQL" if vault.url else vault.path)
             await app.serve(stop)
@@ -340,6 +331,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     args = parser.parse_args(argv)
+    # Everything Iris writes — the vault and its -wal/-shm files, backups, the files it set
+    # aside at a restore, `.env` — holds conversations or secrets: readable by its owner only.
+    umask = os.umask(0o077)
+    os.umask(umask | 0o077)
+    try:
+        return _main(args)
+    finally:
+        os.umask(umask)  # for a caller in the same process (the tests)
+
+
+def _main(args: argparse.Namespace) -> int:
     if hasattr(args, "plain"):  # `iris init`: it writes the configuration, so none is loaded
         return int(args.plain(args))
     try:
@@ -352,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    _setup_logging(config.settings.log.level, quiet=getattr(args, "quiet", False))
+    setup_logging(config.settings.log.level, quiet=getattr(args, "quiet", False))
     runner: Runner = args.runner
     try:
         return asyncio.run(runner(args, config))
@@ -363,9 +365,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return 2
-    except FatalChannelError as exc:
-        print(f"fatal: {exc}", file=sys.stderr)
-        return 1
+    except FatalChannelError as exc:  # the configuration can never work: as a config error,
+        print(f"fatal: {exc}", file=sys.stderr)  # so a service manager does not restart it
+        return 2
     except SchemaTooNew as exc:  # a replica older than the schema: refuse, never run on it
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from functools import partial
 from pathlib import Path
 
 from gateway.app.cli_common import Subparsers, UsageError, add_command
@@ -39,6 +40,13 @@ def add_parsers(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "<vault>.replaced-<time>, and put the backup in its place. Refuses while Iris runs.",
     )
     p.add_argument("path", help="the backup file to restore")
+    p.add_argument(
+        "--keep-pending",
+        action="store_true",
+        help="do what the backup had left to do (send its waiting replies, answer its "
+        "unanswered messages, its due follow-ups) even though some may have been done after "
+        "the backup was taken; by default they are settled, never done twice",
+    )
     p = add_command(
         commands,
         "copy",
@@ -121,9 +129,18 @@ async def restore(args: argparse.Namespace, config: Config) -> int:
         )
     target = config.settings.vault.path
     with exclusive(target):
-        kept = await asyncio.to_thread(restore, Path(args.path), target)
+        kept, settled = await asyncio.to_thread(
+            partial(restore, keep_pending=args.keep_pending), Path(args.path), target
+        )
     print(f"restored {args.path} into {target}")
     if kept is not None:
         print(f"the vault it replaced is kept as {kept}")
+    if settled:
+        print(
+            f"not done again (each may have been done after the backup was taken): "
+            f"{settled.replies} waiting repl{'y' if settled.replies == 1 else 'ies'}, "
+            f"{settled.messages} unanswered message(s), {settled.follow_ups} due "
+            "follow-up(s) (restore with --keep-pending to have them done)"
+        )
     print("next: iris run (an older backup's schema is migrated at start)")
     return 0

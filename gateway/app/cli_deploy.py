@@ -129,6 +129,8 @@ def unit_text(config: Config, *, user: bool) -> str:
         f"WorkingDirectory={workdir}\n"
         f"EnvironmentFile=-{env_file_for(config.source).resolve()}\n"
         f"ExecStart={' '.join(command)}\n"
+        "# The vault holds every conversation: files Iris makes are its user's alone.\n"
+        "UMask=0077\n"
         "Restart=on-failure\n"
         "RestartSec=5\n"
         "# Exit code 2 is a configuration error: fix it, then `systemctl restart`.\n"

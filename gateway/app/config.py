@@ -36,6 +36,7 @@ from gateway.app.config_sources import (
     merged_environment,
     suggest,
 )
+from gateway.app.config_vault import VaultSection
 from gateway.core.errors import ConfigError
 from gateway.core.ids import id_problem
 from gateway.features.settings import Section
@@ -50,38 +51,6 @@ ENV_PREFIX = "IRIS_"
 
 # The environment `load_config` was handed; tests pass their own mapping instead of os.environ.
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("iris_config_env", default=None)
-
-
-class VaultSection(Section):
-    path: Path = Path("iris.db")
-    busy_timeout_ms: int = Field(5000, ge=0)
-    # Empty: the SQLite file at `path`. A `postgresql://user:password@host/db` URL: that
-    # PostgreSQL database instead (the `postgres` extra).
-    url: str = ""
-    # This process among the replicas sharing a PostgreSQL vault (/healthz, /metrics, logs);
-    # empty: host name, process id and a random suffix.
-    replica_id: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9._-]*$")
-    # How often a replica that does not lead (Telegram polling, Slack Socket Mode) tries to
-    # take over, and how often the leader checks its database session: a takeover within
-    # this after the leader dies (plus up to 20 s when the network, not the process, failed).
-    leader_retry_s: float = Field(5.0, gt=0, le=10)
-    # Replicas on PostgreSQL: a chat's saved messages are run by one replica at a time, which
-    # holds the chat for this long and renews every third of it; another takes the chat over
-    # when the lease runs out (its holder died). Chats nobody runs are looked for this often
-    # besides the LISTEN/NOTIFY hints (at most 1 s, the fallback when hints are lost).
-    inbound_lease_s: float = Field(15.0, ge=3, le=300)
-    inbound_poll_s: float = Field(1.0, gt=0, le=1)
-    # Replicas on PostgreSQL: an outgoing message is held by the replica sending it for this
-    # long (renewed every third of it); once it runs out (the holder died) another replica
-    # settles the row `uncertain` if it was mid-send, or sends it if it was waiting.
-    outbox_lease_s: float = Field(30.0, ge=3, le=600)
-
-    @field_validator("url")
-    @classmethod
-    def _postgres_url(cls, value: str) -> str:
-        if value and not value.startswith(("postgresql://", "postgres://")):
-            raise ValueError("must be empty (SQLite at `path`) or a postgresql:// URL")
-        return value
 
 
 class LLMSection(Section):
@@ -156,6 +125,7 @@ class DeliverySection(Section):
     backoff_base_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(60.0, ge=0)
     max_inline_wait_s: float = Field(5.0, ge=0, le=60)
+    give_up_after_minutes: float = Field(60.0, ge=0, le=7 * 24 * 60)
 
 
 class HTTPSection(Section):

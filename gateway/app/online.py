@@ -12,11 +12,13 @@ import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
+from gateway.agent.model_health import MODEL_REFUSED
 from gateway.core.errors import (
     ChannelUnavailable,
     FatalChannelError,
     ModelError,
     ModelKeyRejected,
+    ModelRejected,
     ModelUnavailable,
 )
 
@@ -119,6 +121,12 @@ async def check_model(
                 raise ModelKeyRejected(
                     "API key rejected (HTTP 401): check ANTHROPIC_API_KEY"
                 ) from exc
+            except ModelRejected as exc:
+                if exc.status in MODEL_REFUSED:
+                    raise ModelRejected(
+                        f"model {model!r}: {MODEL_REFUSED[exc.status]}", status=exc.status
+                    ) from exc
+                raise
         return model
 
     return await _within(call(), timeout_s)

@@ -121,7 +121,17 @@ class ModelKeyRejected(ModelUnavailable):
 
 
 class ModelRejected(ModelError):
-    """Definite: retrying the same request will not help."""
+    """Definite: retrying the same request will not help. `status` is the API's HTTP status,
+    when it answered with one."""
+
+    def __init__(self, message: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refuses_model(self) -> bool:
+        """The API refuses the configured model itself (403, 404): every call fails alike."""
+        return self.status in (403, 404)
 
 
 class ToolError(IrisError):

@@ -7,7 +7,9 @@ silently resending. What the channel says decides the rest (`gateway/core/errors
 - sent: the row is `sent`, and `on_sent` commits with it (the reply enters the history);
 - `DeliveryTransient` — the request never reached the platform (a failed connect, no free
   connection) or the platform asked us to come back (a 429 with Retry-After): retried, with
-  exponential backoff or the platform's Retry-After, until `max_attempts`, then `failed`;
+  exponential backoff or the platform's Retry-After, until `max_attempts` and, for replies,
+  until it is `give_up_after_s` old (a platform outage of a few minutes loses nothing), then
+  `failed`;
 - `DeliveryUncertain` — it may have arrived: `uncertain`, never resent (a duplicate is worse
   than a visible gap); an exception we did not map is treated the same;
 - `DeliveryPermanent` — `failed` at once; `ChatUnreachable` also marks the chat unreachable.
@@ -106,6 +108,7 @@ class Delivery:
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         max_inline_wait_s: float = 5.0,
+        give_up_after_s: float = 3600.0,
         resend_concurrency: int = RESEND_CONCURRENCY,
         on_unreachable: Callable[[ChatRef], Awaitable[None]] | None = None,
         metrics: Metrics | None = None,
@@ -118,6 +121,7 @@ class Delivery:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.max_inline_wait_s = max_inline_wait_s
+        self.give_up_after_s = give_up_after_s
         self.resend_concurrency = resend_concurrency
         self.on_unreachable = on_unreachable
         self.health = DeliveryHealth(clock.now_ms, channels)
@@ -347,7 +351,7 @@ class Delivery:
                 receipt = await channel.send(out)
             except DeliveryTransient as exc:
                 self._count(name, "transient")
-                if attempt >= self.max_attempts:
+                if attempt >= self.max_attempts and await self._past_retrying(row, max_wait_s):
                     reason = f"gave up after {attempt} attempts: {exc}"
                     return await self._failed(row, reason, channel_trouble=True)
                 delay = self._backoff(attempt, exc.retry_after_s)
@@ -419,7 +423,9 @@ class Delivery:
         log.warning("outbox #%d to %s failed: %s", row.id, row.outbound.chat.key, reason)
         await self.outbox.mark_failed(row.id, reason)
         if channel_trouble:
-            self.health.cannot_deliver(row.outbound.chat.channel, f"a send failed: {reason}")
+            self.health.cannot_deliver(
+                row.outbound.chat.channel, f"a send failed: {reason}", lapses=True
+            )
         return DeliveryResult(DeliveryStatus.FAILED, row.id)
 
     async def _uncertain(self, row: OutboxRow, reason: str) -> DeliveryResult:
@@ -428,11 +434,22 @@ class Delivery:
             row.id, row.outbound.chat.key, reason,
         )  # fmt: skip
         await self.outbox.mark_uncertain(row.id, reason, self.clock.now_ms())
-        self.health.cannot_deliver(row.outbound.chat.channel, f"a send was uncertain: {reason}")
+        self.health.cannot_deliver(
+            row.outbound.chat.channel, f"a send was uncertain: {reason}", lapses=True
+        )
         return DeliveryResult(DeliveryStatus.UNCERTAIN, row.id)
 
     def _count(self, channel: str, result: str) -> None:
         self.metrics.delivery_attempts.inc(channel, result)
+
+    async def _past_retrying(self, row: OutboxRow, max_wait_s: float) -> bool:
+        """After `max_attempts`: whether to give up. A reply (it can wait in the outbox) is
+        retried until it is `give_up_after_s` old; a send that retries in place (a proactive
+        one: `max_wait_s` unbounded) gives up at once, its item records the failure."""
+        if math.isinf(max_wait_s):
+            return True
+        created = await self.outbox.created_ms(row.id)
+        return created is None or self.clock.now_ms() - created >= self.give_up_after_s * 1000
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:

@@ -35,6 +35,7 @@ from typing import Self
 from gateway.core.errors import (
     ModelKeyRejected,
     ModelNotConfigured,
+    ModelRejected,
     ModelUnavailable,
     UserInputError,
 )
@@ -64,6 +65,14 @@ KEY_REFUSED = (
 KEY_REFUSED_ADMIN = (
     " You are an admin: set a valid ANTHROPIC_API_KEY, check it with `iris doctor --online`, "
     "and restart Iris."
+)
+MODEL_REFUSED = (
+    "Sorry — the model service refuses this gateway's model setting, so I can't answer until "
+    "an admin fixes it. Your message is saved."
+)
+MODEL_REFUSED_ADMIN = (
+    " You are an admin: `iris doctor --online` says what to change ([llm] model), then "
+    "restart Iris."
 )
 NO_MODEL = (
     "No model is configured — set ANTHROPIC_API_KEY and restart Iris. Your message is saved, "
@@ -193,6 +202,13 @@ class Router:
         elif isinstance(exc, ModelUnavailable):
             log.warning("model unavailable for %s: %s", turn.inbound.chat.key, exc)
             await self._answer_error(turn, MODEL_DOWN.format(when=again(exc.retry_after_s)))
+        elif isinstance(exc, ModelRejected):  # the reason is ours to log: no traceback
+            log.warning("model refused the request for %s: %s", turn.inbound.chat.key, exc)
+            if exc.refuses_model:
+                admin = MODEL_REFUSED_ADMIN if turn.is_admin else ""
+                await self._answer_error(turn, MODEL_REFUSED + admin)
+            else:
+                await self._answer_error(turn, APOLOGY)
         else:
             log.error("turn failed for %s", turn.inbound.chat.key, exc_info=exc)
             await self._answer_error(turn, APOLOGY)

@@ -68,6 +68,15 @@ def test_quiet_window_not_wrapping_midnight_and_off() -> None:
     assert not in_quiet_hours(utc_ms("2026-01-10T23:00:00"), zone, (5, 5))
 
 
+def test_equal_configured_hours_are_no_quiet_hours_and_say_so() -> None:
+    """`quiet_start = quiet_end` in the configuration: off by default, shown as off (not as
+    "08:00–08:00"); a user's own hours still apply."""
+    cfg = PolicyConfig(quiet_start=8, quiet_end=8)
+    assert user_prefs(None, {}, cfg).quiet is None
+    assert user_prefs(None, {"quiet_hours": [22, 7]}, cfg).quiet == (22, 7)
+    assert user_prefs(None, {}, CFG).quiet == (22, 8)
+
+
 @pytest.mark.parametrize(
     ("zone", "now", "hour", "expected"),
     [

@@ -25,7 +25,7 @@ from gateway.core.clock import ManualClock
 from gateway.core.errors import ModelUnavailable
 from gateway.core.llm import LLMMessage, LLMRequest, LLMResponse
 from gateway.core.messages import ChatRef, Outbound, SentReceipt
-from gateway.turns.router import KEY_REFUSED, KEY_REFUSED_ADMIN, MODEL_DOWN
+from gateway.turns.router import KEY_REFUSED, KEY_REFUSED_ADMIN, MODEL_DOWN, MODEL_REFUSED
 from tests.conftest import make_config
 from tests.fakes import MemoryChannel, inbound
 from tests.fakes.anthropic_server import AnthropicFaultServer
@@ -217,6 +217,42 @@ async def test_a_refused_key_is_a_health_problem_until_a_call_succeeds(
         status, report = await health(app)
     assert channel.texts() == [KEY_REFUSED, "ok"]
     assert status == 200 and report["problems"] == []
+
+
+async def test_a_model_the_api_does_not_know_is_a_health_problem_until_a_call_succeeds(
+    tmp_path: Path, api: AnthropicFaultServer, channel: MemoryChannel
+) -> None:
+    """A mistyped `[llm] model` (404) fails every turn, like a rejected key: `/healthz` says
+    so and names the setting, where a passing failure would only count towards `degraded`."""
+    api.status(404, times=2)
+    config = model_config(tmp_path, api, http={"enabled": True, "port": 0})
+    async with real_app(config, channel) as app:
+        await answered(app, "hello")
+        status, report = await health(app)
+        assert status == 503 and report["ok"] is False
+        [problem] = report["problems"]
+        assert problem.startswith("model: the API does not know this model (HTTP 404)")
+        assert "[llm] model" in problem
+        await answered(app, "again")  # still refused: still one problem, not a run
+        assert (await health(app))[1]["problems"] == [problem]
+        await answered(app, "and now?")  # the model is known again: the default answer
+        status, report = await health(app)
+    assert channel.texts() == [MODEL_REFUSED, MODEL_REFUSED, "ok"]
+    assert status == 200 and report["problems"] == []
+
+
+async def test_refused_requests_count_towards_degraded(
+    tmp_path: Path, api: AnthropicFaultServer, channel: MemoryChannel
+) -> None:
+    api.status(400, times=3)  # a request the API refuses for what it is: not a health problem
+    config = model_config(tmp_path, api, http={"enabled": True, "port": 0})
+    async with real_app(config, channel) as app:
+        for n in range(3):
+            await answered(app, f"hello {n}")
+        status, report = await health(app)
+    assert status == 200 and report["problems"] == []
+    [line] = report["degraded"]
+    assert line.startswith("model: the last 3 calls failed (since ")
 
 
 async def test_a_run_of_failed_calls_is_degraded_in_health_until_one_succeeds(

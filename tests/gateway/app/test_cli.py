@@ -78,6 +78,30 @@ def test_a_second_terminal_chat_on_one_vault_is_refused(tmp_path: Path, model_ur
     )
 
 
+def test_a_second_iris_run_on_one_sqlite_vault_is_refused(tmp_path: Path) -> None:
+    """It would poll the same bot, run the same follow-ups and resend the same waiting
+    replies (the README: SQLite stays one process)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gateway.app", "run"], cwd=tmp_path, env=full_env,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert first.stderr is not None
+    try:
+        for line in first.stderr:  # serving (no channel: until SIGTERM)
+            if "iris is running" in line:
+                break
+        second = iris(tmp_path, "run")
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines()[-1] == (
+            "error: another iris run is using iris.db: one iris run per SQLite vault"
+        )
+    finally:
+        first.terminate()
+        assert first.wait(30) == 0
+        first.stderr.close()
+
+
 def test_chat_serves_no_http_so_run_finds_the_port_free(tmp_path: Path, model_url: str) -> None:
     """`iris chat` beside `iris run` with `[http] enabled`, in either order: the API and
     `/healthz` are `iris run`'s. A chat that took the port would keep `iris run` from
@@ -139,6 +163,23 @@ def test_run_serves_until_sigterm_then_exits_0(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
+def test_the_vault_and_its_backups_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    """Whatever umask `iris` was started with (022 here, the usual default), the files that
+    hold conversations are not readable by other local users; a vault that is, doctor flags."""
+    old = os.umask(0o022)
+    try:
+        assert iris(tmp_path, "db", "migrate").returncode == 0
+        assert iris(tmp_path, "db", "backup", str(tmp_path / "b" / "copy.db")).returncode == 0
+    finally:
+        os.umask(old)
+    made = [tmp_path / "iris.db", tmp_path / "b" / "copy.db", tmp_path / "b"]
+    assert [oct(p.stat().st_mode & 0o077) for p in made] == ["0o0"] * 3
+    assert "WARNING" not in iris(tmp_path, "doctor").stdout
+    (tmp_path / "iris.db").chmod(0o644)  # as Iris made it before
+    out = iris(tmp_path, "doctor").stdout
+    assert "vault: WARNING others can read it (mode 644); run: chmod 600 iris.db*" in out
+
+
 def test_db_migrate_backup_and_doctor(tmp_path: Path) -> None:
     before = iris(tmp_path, "doctor")  # on a new directory: checks, creates nothing
     assert before.returncode == 0
@@ -181,14 +222,15 @@ def test_doctor_online_checks_the_model(tmp_path: Path, model_url: str) -> None:
     assert down.returncode == 1 and "model online: FAILED" in down.stdout
 
 
-async def test_doctor_online_says_when_the_model_refuses_the_key(tmp_path: Path) -> None:
+async def doctor_online_model_line(tmp_path: Path, status: int) -> tuple[int | None, list[str]]:
+    """`iris doctor --online` against a model API answering `status`: (exit, model lines)."""
     import asyncio
 
     from tests.fakes.anthropic_server import AnthropicFaultServer
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
     async with AnthropicFaultServer() as api:
-        api.status(401)
+        api.status(status)
         env.update({"ANTHROPIC_API_KEY": "revoked", "IRIS_LLM__BASE_URL": api.base_url})
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "gateway.app", "doctor", "--online",
@@ -197,8 +239,23 @@ async def test_doctor_online_says_when_the_model_refuses_the_key(tmp_path: Path)
         async with asyncio.timeout(60):
             out, _ = await proc.communicate()
     lines = [line for line in out.decode().splitlines() if line.startswith("model online")]
-    assert proc.returncode == 1
+    return proc.returncode, lines
+
+
+async def test_doctor_online_says_when_the_model_refuses_the_key(tmp_path: Path) -> None:
+    code, lines = await doctor_online_model_line(tmp_path, 401)
+    assert code == 1
     assert lines == ["model online: FAILED — API key rejected (HTTP 401): check ANTHROPIC_API_KEY"]
+
+
+async def test_doctor_online_names_the_setting_when_the_api_does_not_know_the_model(
+    tmp_path: Path,
+) -> None:
+    code, [line] = await doctor_online_model_line(tmp_path, 404)
+    assert code == 1
+    assert line.startswith("model online: FAILED — model 'claude-")
+    assert line.endswith("the API does not know this model (HTTP 404): check [llm] model and "
+                         "[llm] base_url")  # fmt: skip
 
 
 def test_doctor_lists_only_the_secrets_this_configuration_needs(tmp_path: Path) -> None:
@@ -336,3 +393,36 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_a_library_error_is_logged_in_one_line_and_ours_keep_their_traceback() -> None:
+    """python-telegram-bot logs each failed poll with a traceback (a proxy's HTML 502 page is
+    not JSON): with the CLI's filter on the handler, one line naming the exception."""
+    import io
+    import logging
+
+    from gateway.app.logs import library_one_line
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(library_one_line)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    for name in ("telegram.ext.Updater", "gateway.turns.router"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+        try:
+            try:
+                raise ValueError("Invalid server response\n<html>502</html>")
+            except ValueError:
+                logger.exception("Exception happened while polling for %s", "updates")
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = True
+    library, ours, *trace = stream.getvalue().splitlines()
+    assert library == (
+        "ERROR telegram.ext.Updater: Exception happened while polling for updates "
+        "(ValueError: Invalid server response <html>502</html>)"
+    )
+    assert ours == "ERROR gateway.turns.router: Exception happened while polling for updates"
+    assert trace[0] == "Traceback (most recent call last):"

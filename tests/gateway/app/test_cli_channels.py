@@ -29,7 +29,7 @@ def test_rejected_telegram_token_stops_iris_with_a_clear_message(
         FakeBotAPI(router).me_response = error(401, "Unauthorized")
         code = main(["run", "--config", str(config)])
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 2  # as a configuration error: a service manager does not restart it
     assert "fatal: Telegram rejected TELEGRAM_BOT_TOKEN" in err
     assert TOKEN not in err
     assert "Traceback" not in err

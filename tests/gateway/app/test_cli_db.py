@@ -55,6 +55,71 @@ def test_backup_then_restore_round_trip_keeps_the_replaced_vault(tmp_path: Path)
     assert status.returncode == 0 and "Asia/Tokyo" in status.stdout
 
 
+def unfinished_work(db: Path) -> None:
+    """What a vault has left to do when its backup is taken: a reply waiting (a Telegram 429
+    put it off), one being sent, a message confirmed but not answered, a follow-up due an
+    hour ago and one due next year."""
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            for n, status in enumerate(("pending", "sending", "sent")):
+                conn.execute(
+                    "INSERT INTO outbox (idempotency_key, channel, chat_id, kind, text, status, "
+                    "next_attempt_ms, created_ms) VALUES (?, 'telegram', '1', 'reply', 'hi', ?, "
+                    "0, 0)",
+                    (f"k{n}", status),
+                )
+            conn.execute(
+                "INSERT INTO intake (channel, key, chat_key, payload, received_ms) "
+                "VALUES ('telegram', 'u1', 'telegram:1', '{}', 0)"
+            )
+            for what, at in (("due", 1_000), ("later", 4_102_444_800_000)):
+                conn.execute(
+                    "INSERT INTO proactive_intents (chat, user, what, execute_at, due_at, "
+                    "created_at) VALUES (1, 1, ?, ?, ?, 0)",
+                    (what, at, at),
+                )
+    finally:
+        conn.close()
+
+
+def states(db: Path) -> tuple[list[str], list[str], list[str]]:
+    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    try:
+        return (
+            [r[0] for r in conn.execute("SELECT status FROM outbox ORDER BY id")],
+            [r[0] for r in conn.execute("SELECT state FROM intake ORDER BY id")],
+            [r[0] for r in conn.execute("SELECT status FROM proactive_intents ORDER BY id")],
+        )
+    finally:
+        conn.close()
+
+
+def test_a_restore_never_does_again_what_may_have_been_done_since_the_backup(
+    tmp_path: Path,
+) -> None:
+    """The backup's waiting replies, unanswered messages and due follow-ups may all have gone
+    out after it was taken: restored as they were, users got them twice. By default they are
+    settled and counted; `--keep-pending` keeps them for an operator who knows better."""
+    assert iris(tmp_path, "db", "migrate").returncode == 0
+    unfinished_work(tmp_path / "iris.db")
+    assert iris(tmp_path, "db", "backup", "copy.db").returncode == 0
+    result = iris(tmp_path, "db", "restore", "copy.db")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[2] == (
+        "not done again (each may have been done after the backup was taken): 2 waiting "
+        "replies, 1 unanswered message(s), 1 due follow-up(s) (restore with --keep-pending "
+        "to have them done)"
+    )
+    vault = tmp_path / "iris.db"
+    assert states(vault) == (["uncertain", "uncertain", "sent"], ["rejected"],
+                             ["skipped", "pending"])  # fmt: skip
+    assert states(tmp_path / "copy.db")[0] == ["pending", "sending", "sent"]  # left as it was
+    kept = iris(tmp_path, "db", "restore", "copy.db", "--keep-pending")
+    assert kept.returncode == 0 and "not done again" not in kept.stdout
+    assert states(vault) == (["pending", "sending", "sent"], ["pending"], ["pending", "pending"])
+
+
 def test_restore_refuses_while_iris_runs(tmp_path: Path) -> None:
     assert iris(tmp_path, "db", "migrate").returncode == 0
     assert iris(tmp_path, "db", "backup", "copy.db").returncode == 0

@@ -57,6 +57,7 @@ def test_service_install_writes_a_user_unit_and_prints_the_next_step(tmp_path: P
     assert printed.returncode == 0 and not home.exists()
     unit = printed.stdout
     assert "Restart=on-failure\n" in unit and "RestartPreventExitStatus=2\n" in unit
+    assert "UMask=0077\n" in unit  # the vault it makes is its user's alone
     assert f"WorkingDirectory={tmp_path.resolve()}\n" in unit
     assert f"EnvironmentFile=-{tmp_path.resolve() / '.env'}\n" in unit
     assert f"--config {tmp_path.resolve() / 'config.toml'}" in unit

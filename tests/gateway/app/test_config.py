@@ -94,6 +94,13 @@ def test_a_model_api_root_without_its_scheme_is_a_bad_value(tmp_path: Path) -> N
     assert load_config(write(tmp_path, "[llm]\nbase_url = 'http://127.0.0.1:9'\n"), env={})
 
 
+def test_an_empty_vault_path_is_a_bad_value_not_a_crash_at_start(tmp_path: Path) -> None:
+    [found] = problems(write(tmp_path, "[vault]\npath = ''\n"))
+    assert found == "vault.path: must name the vault's file, e.g. iris.db"
+    [found] = problems(write(tmp_path, ""), env={"IRIS_VAULT__PATH": ""})
+    assert found.startswith("vault.path: must name the vault's file")
+
+
 def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm\n")
     assert "invalid TOML" in problems(path)[0]

@@ -21,6 +21,7 @@ from gateway.core.errors import (
 )
 from gateway.core.messages import ChatRef, Outbound, OutboundKind, SentReceipt
 from gateway.turns.delivery import ORPHAN_AFTER_MS, Delivery
+from gateway.turns.delivery_health import LAPSE_S
 from tests.conftest import app_with, make_config
 from tests.fakes import FakeLLM, MemoryChannel, inbound, run_clock_until
 from vault.batch import SyncBody
@@ -110,7 +111,7 @@ async def test_short_waits_are_retried_in_place(outbox: Outbox) -> None:
 async def test_gives_up_after_max_attempts(outbox: Outbox) -> None:
     channel, clock = MemoryChannel(), ManualClock()
     channel.fail_with.extend(DeliveryTransient("down") for _ in range(10))
-    d = delivery(outbox, channel, clock, max_attempts=3, backoff_base_s=0.0)
+    d = delivery(outbox, channel, clock, max_attempts=3, backoff_base_s=0.0, give_up_after_s=0)
     result = await d.deliver(out())
     assert result.status == "failed"
     assert len(channel.fail_with) == 7
@@ -135,6 +136,26 @@ async def test_permanent_unreachable_and_uncertain(outbox: Outbox) -> None:
     assert (await d.deliver(out("c"))).status == "uncertain"
     assert channel.sent == []
     assert "uncertain" in d.health.problems()["memory"].reason
+
+
+async def test_an_uncertain_send_with_nothing_waiting_is_shown_for_a_while_only(
+    outbox: Outbox,
+) -> None:
+    """After an uncertain send a quiet bot kept failing its health checks (503) for hours,
+    until somebody happened to write; a put-off message, still waiting, stays shown."""
+    channel, clock = MemoryChannel(), ManualClock()
+    d = delivery(outbox, channel, clock, max_inline_wait_s=0)
+    channel.fail_with.append(DeliveryUncertain("HTTP 500"))
+    assert (await d.deliver(out("a"))).status == "uncertain"
+    clock.advance(LAPSE_S - 1)
+    assert "uncertain" in d.health.problems()["memory"].reason
+    clock.advance(1)
+    assert d.health.problems() == {}
+    assert await d.health.gauge() == {("memory",): 1.0}
+    channel.fail_with.append(DeliveryTransient("429", retry_after_s=LONG))
+    assert (await d.deliver(out("b"))).status == "queued"
+    clock.advance(LAPSE_S * 4)
+    assert "next attempt in" in d.health.problems()["memory"].reason
 
 
 async def test_same_idempotency_key_is_sent_once(outbox: Outbox) -> None:
@@ -280,7 +301,7 @@ async def test_a_resend_that_fails_again_waits_again_then_gives_up(
 ) -> None:
     channel, clock = MemoryChannel(), ManualClock()
     channel.fail_with.extend(DeliveryTransient("429", retry_after_s=LONG) for _ in range(3))
-    d = delivery(outbox, channel, clock, max_attempts=3)
+    d = delivery(outbox, channel, clock, max_attempts=3, give_up_after_s=LONG)
     result = await d.deliver(out())
     resender.append(asyncio.create_task(d.run()))
     start = clock.now_ms()
@@ -288,6 +309,30 @@ async def test_a_resend_that_fails_again_waits_again_then_gives_up(
     assert await outbox.status(result.outbox_id) == "failed"
     assert clock.now_ms() - start == 2 * int(LONG * 1000)  # two resends, each when due
     assert channel.sent == []
+
+
+async def test_a_platform_outage_of_minutes_loses_no_reply(
+    outbox: Outbox, resender: list[asyncio.Task[None]]
+) -> None:
+    """The Bot API refused connections for 15 s: a reply gave up after its 5 attempts and
+    never went out. Past `max_attempts` a reply keeps being retried (every `backoff_max_s`)
+    until it is `give_up_after_s` old."""
+    channel, clock = MemoryChannel(), ManualClock()
+    channel.fail_with.extend(DeliveryTransient("not sent (ConnectError)") for _ in range(12))
+    d = delivery(outbox, channel, clock, max_attempts=5, backoff_max_s=60, give_up_after_s=3600,
+                 max_inline_wait_s=0)  # fmt: skip
+    result = await d.deliver(out())
+    assert result.status == "queued"
+    resender.append(asyncio.create_task(d.run()))
+    await run_clock_until_true(clock, settled(outbox, result.outbox_id))
+    assert await outbox.status(result.outbox_id) == "sent" and channel.texts() == ["hello"]
+    assert not channel.fail_with  # sent on the 13th attempt, some 8 minutes in
+    late = out("k2", "later")
+    channel.fail_with.extend(DeliveryTransient("not sent (ConnectError)") for _ in range(200))
+    second = await d.deliver(late)
+    await run_clock_until_true(clock, settled(outbox, second.outbox_id))
+    assert await outbox.status(second.outbox_id) == "failed"  # an hour on: given up
+    assert "gave up after" in d.health.problems()["memory"].reason
 
 
 async def test_a_row_an_attempt_holds_is_never_resent_beside_it(outbox: Outbox) -> None:
