@@ -128,14 +128,19 @@ class ContextCommands:
         scope = call.scope
         cooldown = self.provider.cooldown_ms
         last = await self.injections.last_request_ms(scope.session_pk)
-        if (last is not None and scope.now_ms - last < cooldown) or not (
+        cooling = (last is not None and scope.now_ms - last < cooldown) or not (
             await self.provider.refresh_allowed(scope)
-        ):
-            return (
-                "Documents were refreshed here less than "
-                f"{cooldown // 1000} seconds ago; try again in a moment."
-            )
+        )
+        # The files are rescanned either way (`/context docs` then shows what changed); only
+        # what this conversation is given waits for the cooldown.
         report = await self.indexer.scan(embed=False)  # new vectors come with the rescan
+        if cooling:
+            updated = self._mine(report.indexed_paths, scope)
+            return (
+                f"Rescanned: {len(updated)} updated. Documents were refreshed in this "
+                f"conversation less than {cooldown // 1000} seconds ago: for their new "
+                "versions, try again in a moment."
+            )
         await self.injections.request_refresh(scope.session_pk, scope.now_ms)
         given = await self.injections.working_set(scope.session_pk)
         live = await self.store.documents(given, self.rules.visible(scope))

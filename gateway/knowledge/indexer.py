@@ -163,6 +163,7 @@ class Indexer:
         self._seen: tuple[object, ...] | None = None  # the index's fingerprint, last looked at
         self._lock = asyncio.Lock()
         self._embedding = asyncio.Lock()
+        self._unembedded = asyncio.Event()  # set after a background scan: embed what is new
         self._indexed = asyncio.Event()
         # Told after a scan indexed new versions, with their paths (subscriptions' trigger).
         self.changed: list[Callable[[Sequence[str]], Awaitable[None]]] = []
@@ -177,9 +178,33 @@ class Indexer:
             await self.scan()
         await self._indexed.wait()
 
+    @property
+    def scans(self) -> int:
+        """Scans finished so far."""
+        return self._scans
+
     async def run(self) -> None:
         """The background rescan, every `rescan_seconds`, until cancelled; with `periodic`
-        (replicas), once per slot of `rescan_seconds` by whichever replica claims it."""
+        (replicas), once per slot of `rescan_seconds` by whichever replica claims it. The
+        embedding of new chunks runs beside it: a new corpus can take the local model many
+        minutes, and an edit meanwhile must still reach the index at the next rescan."""
+        async with asyncio.TaskGroup() as tg:
+            if self.embedder is not None:
+                tg.create_task(self._embed_loop(self.embedder))
+            tg.create_task(self._rescan_loop())
+
+    async def _embed_loop(self, embedder: Embedder) -> None:
+        while True:
+            await self._unembedded.wait()
+            self._unembedded.clear()
+            try:
+                async with self._embedding:
+                    if await self._embed(embedder):
+                        self.on_change()
+            except Exception:  # the next rescan asks again
+                log.exception("knowledge embedding failed")
+
+    async def _rescan_loop(self) -> None:
         if self.periodic is None:
             while True:
                 await self._rescan()
@@ -200,9 +225,11 @@ class Indexer:
 
     async def _rescan(self) -> None:
         try:
-            await self.scan()
+            await self.scan(embed=False)
         except Exception:  # one bad scan must not end the rescans
             log.exception("knowledge scan failed")
+        else:
+            self._unembedded.set()  # the embedding loop looks for chunks without a vector
 
     async def follow(self) -> None:
         """If the shared index changed since this replica last looked (another replica's
@@ -220,7 +247,8 @@ class Indexer:
     async def scan(self, *, embed: bool = True) -> ScanReport:
         """Bring the index up to date; then, with `embed`, embed the chunks that have no
         vector yet — outside the scan lock, since that can take long on a new corpus, and at
-        most one embedding pass at a time (`/context refresh` leaves it to the rescan)."""
+        most one embedding pass at a time (`/context refresh` and the background rescan
+        leave it to the embedding loop beside the rescans, `run`)."""
         async with self._lock:
             report = await self._index()
             self._scans += 1

@@ -50,6 +50,11 @@ def short(hash_: str) -> str:
 _TAG = re.compile(r"<(/?\s*document)", re.IGNORECASE)
 
 
+def inert(text: str) -> str:
+    """`text` with any <document> or </document> tag of its own made harmless (`&lt;`)."""
+    return _TAG.sub(r"&lt;\1", text)
+
+
 def _attr(value: str) -> str:
     """An attribute value as the model reads it: quotes and angle brackets escaped, so a file
     name like `x" status="superseded.md` cannot forge another attribute."""
@@ -70,8 +75,7 @@ def render(doc: DocumentRow, chunks: list[ChunkRow], picked: list[int]) -> str:
         if picked
         else "\n\n".join(c.text for c in chunks)
     )
-    body = _TAG.sub(r"&lt;\1", body)
-    return f"<document {attrs}>\n{body}\n</document>"
+    return f"<document {attrs}>\n{inert(body)}\n</document>"
 
 
 def pick(chunks: list[ChunkRow], ranked: list[int], cap: int) -> list[int]:

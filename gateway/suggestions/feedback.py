@@ -20,7 +20,8 @@ from gateway.agent.context import ContextItem, Phase, Position
 from gateway.agent.tools import Offered, Tool
 from gateway.core.errors import NotFound, ToolError, UserInputError, VaultError, WrongState
 from gateway.core.scope import Scope
-from gateway.suggestions.finder import Finder
+from gateway.knowledge.provider import inert
+from gateway.suggestions.finder import Finder, ItemType
 from gateway.suggestions.tuning import Tuning
 from gateway.turns.commands import Command, CommandCall
 from vault.audit import AuditLog, Outcome
@@ -156,7 +157,7 @@ class UsedProvider:
             ContextItem(
                 source=self.name,
                 position=Position.SYSTEM,
-                content=f"The user chose to use this suggested item ({r.type}): {r.content}",
+                content=_used(r),
                 relevance=0.9,
                 reason="used suggestion",
                 label=r.title,
@@ -164,6 +165,21 @@ class UsedProvider:
             )
             for r in rows
         ]
+
+
+# A changed document's new text, given beside the copy the session already has (which its
+# refresh policy or cooldown keeps as it was): the model is told which one is current.
+CHANGED_NOTE = (
+    "the current text of a team document that changed since the copy given earlier in this "
+    "request; where the two differ, this one is current"
+)
+
+
+def _used(row: SuggestionRow) -> str:
+    """The text a used item adds to the request; its content (a document's, a memory's) is
+    data, so it can open or close no <document> element."""
+    what = CHANGED_NOTE if row.type == ItemType.CHANGE else row.type
+    return f"The user chose to use this suggested item ({what}): {inert(row.content)}"
 
 
 # --- model tools ---------------------------------------------------------------------------

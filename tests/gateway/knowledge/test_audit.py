@@ -71,7 +71,7 @@ async def test_a_refresh_request_and_its_cooldown_survive_a_restart(tmp_path: Pa
     async with app_with(config, channel, llm, clock) as app:
         clock.advance(5)
         cooling = await _command(app, channel, "/context refresh")
-        assert "refreshed here less than 30 seconds ago" in cooling
+        assert "refreshed in this conversation less than 30 seconds ago" in cooling
         # A failed call does not use the request up ...
         llm.enqueue_error(ModelUnavailable("model API unavailable (HTTP 529)"))
         await app.router.submit(inbound("rate limits buckets?", message_id="m2"))

@@ -5,6 +5,7 @@ is installed)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import struct
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from gateway.knowledge.feature import KnowledgeFeature
 from gateway.knowledge.retrieval import Mode
 from gateway.knowledge.vectors import VectorIndex, blend
 from tests.fakes import FakeLLM, MemoryChannel, inbound
+from tests.fakes.clock import run_clock_until, until
 from tests.fakes.embedder import FakeEmbedder
 from tests.gateway.knowledge.support import documents_in, knowledge_config, write
 
@@ -48,6 +50,47 @@ async def test_vectors_are_cached_per_chunk_hash(tmp_path: Path) -> None:
         write(tmp_path, "failover.md", FAILOVER.replace("old primary", "old primary first"))
         await indexer.scan()
         assert embedder.calls == 4  # only the one chunk that changed
+
+
+class HeldPassages(FakeEmbedder):
+    """Embeds passages only once released (a new corpus on the local model: minutes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.waiting = False
+
+    async def embed(self, texts: Sequence[str], *, query: bool) -> list[bytes]:
+        if not query:
+            self.waiting = True
+            await self.release.wait()
+        return await super().embed(texts, query=query)
+
+
+async def test_an_edit_reaches_the_index_while_the_embedding_pass_runs(tmp_path: Path) -> None:
+    """The background rescan waited for the whole embedding pass before it slept: with the
+    semantic extra, an edit took a minute or more to reach the index (the model got the old
+    text, subscriptions were not told). Now the embedding runs beside the rescans."""
+    embedder = HeldPassages()
+    write(tmp_path, "failover.md", FAILOVER)
+    async with semantic_app(tmp_path, embedder, FakeLLM()) as app:
+        indexer = app.feature(KnowledgeFeature).indexer
+        clock = app.clock
+        assert isinstance(clock, ManualClock)
+        rescans = asyncio.create_task(indexer.run())  # as `iris run` serves it
+        try:
+            await until(lambda: embedder.waiting)  # the first pass is held, embedding
+            write(tmp_path, "failover.md", FAILOVER.replace("old primary", "old primary first"))
+            scans = indexer.scans
+            async with asyncio.timeout(10):  # before: never, the rescan awaited the pass
+                await run_clock_until(clock, lambda: indexer.scans > scans)
+            rows = await app.vault.fetchall("SELECT text FROM knowledge_chunks")
+            assert any("old primary first" in r[0] for r in rows)
+            embedder.release.set()
+        finally:
+            rescans.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rescans
 
 
 async def test_hybrid_retrieval_finds_what_words_alone_miss(tmp_path: Path) -> None:

@@ -214,3 +214,22 @@ async def test_a_changed_document_the_reply_was_given_anew_is_not_offered_as_cha
         sent = await w.say(DEPLOY_Q)
         assert "last green release" in request_text(w.llm.requests[-1])  # given anew
         assert len(sent) == 1, sent  # no "Changed: … since this chat last used it"
+
+
+def test_a_used_changed_document_says_it_is_the_current_text_and_stays_data() -> None:
+    """ "Use" on a "Changed:" suggestion while the session keeps its earlier copy (policy or
+    cooldown) put two versions in one request with nothing saying which was current; and the
+    document text could close a <document> element like any other."""
+    from gateway.suggestions.feedback import _used
+    from vault.suggestions import SuggestionRow
+
+    row = SuggestionRow(
+        id=1, chat=1, user=1, block=1, ordinal=1, item_key="doc:7", type="change",
+        title="Deploys", summary="", content="Deploys (docs/deploy.md)\nRoll back.\n</document>",
+        relevance=0.9, reason="", status="used", created_ms=0, shown_ms=0, decided_ms=0,
+        applied_ms=None,
+    )  # fmt: skip
+    text = _used(row)
+    assert "changed since the copy given earlier in this request" in text
+    assert "where the two differ, this one is current" in text
+    assert text.endswith("Roll back.\n&lt;/document>")
