@@ -134,5 +134,13 @@ class Memories:
         self._has_any.pop(user, None)  # maybe that was the last one: ask again next time
         return deleted > 0
 
+    async def forget_all(self, user: int) -> int:
+        """Delete every memory of `user`; how many there were."""
+        async with self.vault.transaction() as tx:  # (a row count would add the FTS trigger's)
+            had = int(await tx.scalar("SELECT count(*) FROM memories WHERE user = ?", (user,)))
+            await tx.execute("DELETE FROM memories WHERE user = ?", (user,))
+        self._has_any.pop(user, None)
+        return had
+
     async def count(self, user: int) -> int:
         return int(await self.vault.scalar("SELECT count(*) FROM memories WHERE user = ?", (user,)))

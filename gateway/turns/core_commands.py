@@ -58,7 +58,8 @@ class CoreCommands:
             Command("status", "model, context size, memories and budget", self.status),
             Command("tz", "show or set your time zone", self.tz, usage="[Area/City]"),
             Command("memory", "list what I remember about you", self.memory),
-            Command("forget", "delete memory number N", self.forget, usage="N"),
+            Command("forget", "delete memory number N, or all of them", self.forget,
+                    usage="N | all"),  # fmt: skip
         ]
 
     async def start(self, call: CommandCall) -> str:
@@ -145,9 +146,15 @@ class CoreCommands:
         )
 
     async def forget(self, call: CommandCall) -> str:
+        if call.args.strip().lower() == "all":
+            gone = await self.memories.forget_all(call.scope.user_pk)
+            if gone == 0:
+                return "There was nothing to forget: I remember nothing about you."
+            return f"Forgotten: all {gone} memor{'y' if gone == 1 else 'ies'}."
         number = parse_item_id(
             call.args,
-            f"Usage: {call.hint('forget')} N — N is a number from {call.hint('memory')}.",
+            f"Usage: {call.hint('forget')} N — N is a number from {call.hint('memory')} — or "
+            f"{call.hint('forget')} all.",
         )
         if number is None or not await self.memories.forget(call.scope.user_pk, number):
             raise UserInputError(

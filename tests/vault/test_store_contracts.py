@@ -48,6 +48,9 @@ async def test_conversations_and_memories_return_the_ids_they_drew(
         assert ids == sorted(ids) and len(set(ids)) == 3
         texts = await vault.fetchall("SELECT id, text FROM memories ORDER BY id")
         assert [(r[0], r[1]) for r in texts] == [(i, f"fact {n}") for n, i in enumerate(ids)]
+        assert await memories.forget(user, ids[0])
+        assert await memories.forget_all(user) == 2  # `/forget all`: the rest, counted
+        assert await memories.count(user) == 0 and await memories.search(user, "fact", 5) == []
 
 
 async def test_a_suggestion_block_is_written_shown_and_decided(make_vault: MakeVault) -> None:

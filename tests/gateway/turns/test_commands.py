@@ -82,6 +82,18 @@ async def test_status_tz_memory_and_forget(app: App, llm: FakeLLM, channel: Memo
     await say(app, "/forget 1")
     assert channel.texts()[-1] == "Forgotten: memory 1."
     assert await app.memories.count(user.pk) == 0
+    for text in ("likes jazz", "lives in Leipzig"):
+        await app.memories.remember(user.pk, text, 0)
+    await app.router.submit(inbound("/tz UTC", user="someone-else"))
+    other = await app.conversations.get_user(inbound("x", user="someone-else").user)
+    assert other is not None
+    await app.memories.remember(other.pk, "likes tea", 0)
+    await say(app, "/forget all")
+    assert channel.texts()[-1] == "Forgotten: all 2 memories."
+    assert await app.memories.count(user.pk) == 0
+    assert await app.memories.count(other.pk) == 1  # only the asker's own
+    await say(app, "/forget ALL")
+    assert channel.texts()[-1] == "There was nothing to forget: I remember nothing about you."
     assert llm.requests == []
 
 
