@@ -58,8 +58,9 @@ class CoreCommands:
             Command("status", "model, context size, memories and budget", self.status),
             Command("tz", "show or set your time zone", self.tz, usage="[Area/City]"),
             Command("memory", "list what I remember about you", self.memory),
-            Command("forget", "delete memory number N, or all of them", self.forget,
-                    usage="N | all"),  # fmt: skip
+            Command(
+                "forget", "delete memory number N, or all of them", self.forget, usage="N | all"
+            ),
         ]
 
     async def start(self, call: CommandCall) -> str:
