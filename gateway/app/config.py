@@ -234,8 +234,12 @@ class Config:
     warnings: tuple[str, ...] = ()
 
 
-def _format_error(err: Any) -> str:
+def _format_error(err: Any, env: Mapping[str, str]) -> str:
     path = ".".join(str(part) for part in err["loc"]) or "<root>"
+    # A value set by an `IRIS_SECTION__KEY` variable is named by it: the key is in no file.
+    variable = ENV_PREFIX + "__".join(str(part) for part in err["loc"]).upper()
+    if variable in {name.upper() for name in env}:
+        path = f"{path} (set by {variable})"
     if err["type"] == "extra_forbidden":
         loc = tuple(err["loc"])
         return f"{path}: unknown key{suggest(str(loc[-1]), known_keys(Settings, loc))}"
@@ -291,7 +295,7 @@ def load_config(
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        problems.extend(_format_error(err) for err in exc.errors())
+        problems.extend(_format_error(err, env) for err in exc.errors())
     except SettingsError as exc:  # an override pydantic-settings cannot parse (bad JSON)
         problems.append(f"environment: {exc}; lists are JSON or comma-separated")
     finally:

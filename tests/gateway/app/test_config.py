@@ -98,7 +98,7 @@ def test_an_empty_vault_path_is_a_bad_value_not_a_crash_at_start(tmp_path: Path)
     [found] = problems(write(tmp_path, "[vault]\npath = ''\n"))
     assert found == "vault.path: must name the vault's file, e.g. iris.db"
     [found] = problems(write(tmp_path, ""), env={"IRIS_VAULT__PATH": ""})
-    assert found.startswith("vault.path: must name the vault's file")
+    assert found.startswith("vault.path (set by IRIS_VAULT__PATH): must name the vault's file")
 
 
 def test_invalid_toml_is_reported(tmp_path: Path) -> None:
@@ -196,9 +196,14 @@ def test_the_stall_timeout_must_fit_inside_the_turn_deadline(tmp_path: Path) -> 
         "deadline)"
     ]
     env = {"IRIS_LLM__TURN_DEADLINE_SECONDS": "5", "IRIS_LLM__TIMEOUT_S": "5"}
-    assert [p.split(":")[0] for p in problems(env=env)] == ["llm.timeout_s"]
+    assert [p.split(":")[0] for p in problems(env=env)] == [
+        "llm.timeout_s (set by IRIS_LLM__TIMEOUT_S)"
+    ]
     bad = problems(env={"IRIS_LLM__TURN_DEADLINE_SECONDS": "0", "IRIS_LLM__MAX_CONCURRENCY": "0"})
-    assert [p.split(":")[0] for p in bad] == ["llm.turn_deadline_seconds", "llm.max_concurrency"]
+    assert [p.split(":")[0] for p in bad] == [
+        "llm.turn_deadline_seconds (set by IRIS_LLM__TURN_DEADLINE_SECONDS)",
+        "llm.max_concurrency (set by IRIS_LLM__MAX_CONCURRENCY)",
+    ]
 
 
 def test_a_bad_inline_wait_for_delivery_is_one_line_naming_the_key(tmp_path: Path) -> None:

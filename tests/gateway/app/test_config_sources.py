@@ -56,18 +56,20 @@ def test_list_overrides_accept_json_or_commas(tmp_path: Path) -> None:
         allow = load_config(path, env={"IRIS_AUTH__ALLOW": value}).settings.auth.allow
         assert allow == ("telegram:1", "slack:U2"), value
     assert problems(path, {"IRIS_AUTH__ALLOW": "nocolon"}) == [
-        "auth.allow: 'nocolon': ids look like telegram:12345 or slack:U0123ABCD"
+        "auth.allow (set by IRIS_AUTH__ALLOW): 'nocolon': ids look like telegram:12345 or "
+        "slack:U0123ABCD"
     ]
     # The platforms' own shapes: a typo is refused where it is written, not silently unmatched.
+    admins = "auth.admins (set by IRIS_AUTH__ADMINS)"
     assert problems(path, {"IRIS_AUTH__ADMINS": "telegram:abc"}) == [
-        "auth.admins: 'telegram:abc': a Telegram user id is a positive number, like telegram:12345"
+        f"{admins}: 'telegram:abc': a Telegram user id is a positive number, like telegram:12345"
     ]
     assert problems(path, {"IRIS_AUTH__ADMINS": "slack:u123"}) == [
-        "auth.admins: 'slack:u123': a Slack user id is upper case and starts with U or W, like "
+        f"{admins}: 'slack:u123': a Slack user id is upper case and starts with U or W, like "
         "slack:U0123ABCD"
     ]
     assert problems(path, {"IRIS_AUTH__ADMINS": "telegram:*"}) == [
-        "auth.admins: 'telegram:*': an admin is one person, not a wildcard"
+        f"{admins}: 'telegram:*': an admin is one person, not a wildcard"
     ]
     both = load_config(path, env={"IRIS_AUTH__ALLOW": "telegram:1,telegram:1,telegram:*"})
     assert both.settings.auth.allow == ("telegram:1", "telegram:*")  # the same id once
@@ -90,8 +92,9 @@ def test_unknown_keys_suggest_the_closest_known_one(tmp_path: Path) -> None:
         "telegarm: unknown key (did you mean 'telegram'?)",
     ]
     assert problems(config_file(tmp_path, "[llm]\nzzz = 1\n"), {}) == ["llm.zzz: unknown key"]
+    # Set by a variable, the key is named with it: it is in no file.
     assert problems(config_file(tmp_path), {"IRIS_LLM__MODLE": "x"}) == [
-        "llm.modle: unknown key (did you mean 'model'?)"
+        "llm.modle (set by IRIS_LLM__MODLE): unknown key (did you mean 'model'?)"
     ]
 
 
