@@ -92,6 +92,15 @@ class AuthSection(Section):
     # A stranger's daily notice carries a pairing code an admin can answer with /admin allow.
     pairing: bool = True
 
+    @field_validator("admins", "allow", mode="before")
+    @classmethod
+    def _one_entry(cls, value: object) -> object:
+        """`allow = "telegram:1"` (a string, not a list): one entry, or several separated by
+        commas, as in an `IRIS_AUTH__ALLOW` variable."""
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
     @field_validator("admins", "allow")
     @classmethod
     def _entries(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
@@ -234,6 +243,9 @@ class Config:
     warnings: tuple[str, ...] = ()
 
 
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
 def _format_error(err: Any, env: Mapping[str, str]) -> str:
     path = ".".join(str(part) for part in err["loc"]) or "<root>"
     # A value set by an `IRIS_SECTION__KEY` variable is named by it: the key is in no file.
@@ -242,7 +254,10 @@ def _format_error(err: Any, env: Mapping[str, str]) -> str:
         path = f"{path} (set by {variable})"
     if err["type"] == "extra_forbidden":
         loc = tuple(err["loc"])
-        return f"{path}: unknown key{suggest(str(loc[-1]), known_keys(Settings, loc))}"
+        hint = suggest(str(loc[-1]), known_keys(Settings, loc))
+        if not hint and any(word in str(loc[-1]).lower() for word in _SECRET_WORDS):
+            hint = f" (secrets go in the environment or .env: {', '.join(SECRET_NAMES)})"
+        return f"{path}: unknown key{hint}"
     return f"{path}: {err['msg'].removeprefix('Value error, ')}"
 
 

@@ -48,8 +48,21 @@ def test_unknown_key_names_the_path(tmp_path: Path) -> None:
 def test_secret_in_file_is_rejected_without_echoing_it(tmp_path: Path) -> None:
     path = write(tmp_path, "[llm]\napi_key = 'sk-very-secret'\n")
     found = problems(path)
-    assert found == ["llm.api_key: unknown key"]
+    assert found == [
+        "llm.api_key: unknown key (secrets go in the environment or .env: ANTHROPIC_API_KEY, "
+        "TELEGRAM_BOT_TOKEN, TELEGRAM_WEBHOOK_SECRET, SLACK_BOT_TOKEN, SLACK_APP_TOKEN, "
+        "SLACK_SIGNING_SECRET, IRIS_API_TOKEN)"
+    ]
     assert "sk-very-secret" not in " ".join(found)
+
+
+def test_a_single_id_where_a_list_goes_is_taken_as_one(tmp_path: Path) -> None:
+    """`allow = "telegram:1"` said "Input should be a valid tuple"."""
+    path = write(tmp_path, '[auth]\nallow = "telegram:1"\nadmins = "telegram:2, slack:U1"\n')
+    auth = load_config(path, env={}).settings.auth
+    assert (auth.allow, auth.admins) == (("telegram:1",), ("telegram:2", "slack:U1"))
+    [found] = problems(write(tmp_path, '[auth]\nallow = "nocolon"\n'))
+    assert found.startswith("auth.allow: 'nocolon': ids look like")
 
 
 def test_wrong_type_and_bad_values_one_line_each(tmp_path: Path) -> None:
