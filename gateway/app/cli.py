@@ -38,9 +38,9 @@ log = logging.getLogger("iris")
 
 
 def _install_stop_signals(stop: asyncio.Event) -> None:
-    """SIGINT or SIGTERM stops (turns in flight get `[router] drain_timeout_s`); a second
-    Ctrl-C quits at once: the messages of the turns cut off are saved and answered at the next
-    start."""
+    """SIGINT or SIGTERM stops (turns in flight get `[router] drain_timeout_s`); a second one
+    (Ctrl-C, or another `kill`) quits at once: the messages of the turns cut off are saved and
+    answered at the next start."""
     loop = asyncio.get_running_loop()
 
     def interrupted() -> None:
@@ -49,7 +49,7 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
         stop.set()
 
     loop.add_signal_handler(signal.SIGINT, interrupted)
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGTERM, interrupted)
 
 
 async def cmd_run(args: argparse.Namespace, config: Config) -> int:

@@ -163,8 +163,8 @@ class Router:
         if not self._tasks:
             return
         log.warning(
-            "stopping: waiting up to %.0f s for %d turn(s) in flight (Ctrl-C again to quit now; "
-            "their messages are saved)", self._drain_timeout_s, len(self._tasks),
+            "stopping: waiting up to %.0f s for %d turn(s) in flight (Ctrl-C or SIGTERM again "
+            "to quit now; their messages are saved)", self._drain_timeout_s, len(self._tasks),
         )  # fmt: skip
         _, pending = await asyncio.wait(set(self._tasks), timeout=self._drain_timeout_s)
         for task in pending:

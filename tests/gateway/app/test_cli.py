@@ -312,7 +312,11 @@ class _StallingModel(ThreadingHTTPServer):
         self.asked, self.released = threading.Event(), threading.Event()
 
 
-def test_chat_stops_on_ctrl_c_and_quits_at_once_on_a_second(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_chat_stops_on_ctrl_c_and_quits_at_once_on_a_second(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """The log says "Ctrl-C or SIGTERM again to quit now": a second `kill` did nothing."""
     server = _StallingModel()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "ANTHROPIC"))}
@@ -338,12 +342,12 @@ def test_chat_stops_on_ctrl_c_and_quits_at_once_on_a_second(tmp_path: Path) -> N
             lines: queue.Queue[str] = queue.Queue()
             reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr or ()])
             reader.start()
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             while "stopping: waiting up to 600 s for 1 turn(s) in flight" not in lines.get(
                 timeout=60
             ):
                 pass
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             assert proc.wait(timeout=60) == 130
             reader.join()
     finally:
