@@ -260,8 +260,10 @@ def render_html(r: dict[str, Any]) -> str:
             [Series("gated follow-ups and check-ins", hours["gated"], GATED),
              Series("reminders users asked for (exempt)", hours["reminders"], REMINDER)],
             x_title="hour of day, recipient's local time", y_title="messages",
-            shade=quiet, shade_note=f"Shaded: default quiet hours {quiet_start:02d}:00–"
-            f"{quiet_end:02d}:00 (exact-time reminders may fall there).",
+            shade=quiet, shade_note=(
+                f"Shaded: default quiet hours {quiet_start:02d}:00–{quiet_end:02d}:00 "
+                "(exact-time reminders may fall there)." if quiet else "No default quiet hours."
+            ),
             guide=(0.15 * gated_total, "15% of gated"),
         ),
         bar_chart(

@@ -3,7 +3,8 @@
 `iris run` and `iris chat` hold a shared lock for their whole life (any number of them may);
 `iris db restore` needs the exclusive lock, so it refuses while Iris runs on that vault. Each
 also holds a lock of its own kind (`iris.db.run.lock`, `iris.db.chat.lock`): one of each per
-vault. The
+SQLite vault (on PostgreSQL replicas run side by side; one `iris chat` is kept by an advisory
+lock). The
 lock is `flock(2)` on an open file: the kernel drops it when the process ends however it
 ends, so a crash never leaves a stale lock behind (a pid file would).
 

@@ -8,11 +8,13 @@ be applied to the restored file. The backup is copied with SQLite's backup API i
 temporary file next to the vault, checked again, then renamed into place.
 
 Work the backup still had to do is settled in the copy before it goes into place, unless
-asked to keep it (`keep_pending`): replies waiting to be sent (outbox rows `pending` or
-`sending` become `uncertain`), messages confirmed to the platform but not yet answered
-(intake rows become `rejected`), and follow-ups and check-ins due by now (`skipped`, or
-`uncertain` when they were being sent). Any of them may have been done after the backup was
-taken, and the backup cannot tell which: done again, a user would get a reply twice. What
+asked to keep it (`keep_pending`): replies waiting to be sent (outbox rows `pending` become
+`uncertain`, and join their conversation's history as an uncertain send does), messages
+confirmed to the platform but not yet answered (intake rows become `rejected`), and
+follow-ups and check-ins due by now and not yet started (`skipped`). Any of them may have been
+done after the backup was taken, and the backup cannot tell which: done again, a user would
+get a reply twice. Sends that were under way (`sending` rows, `delivering` items) are left to
+the start's crash recovery, which settles them the way it settles any interrupted send. What
 was settled is counted (`Settled`), for the operator to hear.
 
 Synchronous on purpose: it runs from the command line while nothing else uses the vault (the
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from gateway.core.errors import VaultError
 from vault.migrations import MIGRATIONS
+from vault.outbox import record_history_in
 
 CORE_TABLES = ("users", "chats", "sessions", "messages")
 RESTORED = "restored from a backup: it may have been done after the backup was taken"
@@ -39,9 +42,9 @@ RESTORED = "restored from a backup: it may have been done after the backup was t
 class Settled:
     """What a restore settled rather than do again (`keep_pending` off)."""
 
-    replies: int = 0  # outbox rows waiting or being sent
+    replies: int = 0  # outbox rows waiting to be sent
     messages: int = 0  # inbound messages confirmed but not answered
-    follow_ups: int = 0  # follow-ups and check-ins due by the time of the restore
+    follow_ups: int = 0  # follow-ups and check-ins due by the time of the restore, not begun
 
     def __bool__(self) -> bool:
         return bool(self.replies or self.messages or self.follow_ups)
@@ -52,14 +55,20 @@ def _settle(path: Path, now_ms: int) -> Settled:
     conn = sqlite3.connect(path)
     try:
         tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0]) == len(MIGRATIONS)
         with conn:
             replies = messages = follow_ups = 0
             if "outbox" in tables:
-                replies = conn.execute(
-                    "UPDATE outbox SET status = 'uncertain', last_error = ? "
-                    "WHERE status IN ('pending', 'sending')",
-                    (RESTORED,),
-                ).rowcount
+                rows = conn.execute("SELECT id FROM outbox WHERE status = 'pending'")
+                waiting = [int(r[0]) for r in rows]
+                conn.executemany(
+                    "UPDATE outbox SET status = 'uncertain', last_error = ? WHERE id = ?",
+                    [(RESTORED, row_id) for row_id in waiting],
+                )
+                if current:  # (an older backup's history is written by code of its own day)
+                    for row_id in waiting:
+                        record_history_in(conn, row_id, now_ms)
+                replies = len(waiting)
             if "intake" in tables:
                 messages = conn.execute(
                     "UPDATE intake SET state = 'rejected', reason = ? WHERE state = 'pending'",
@@ -69,9 +78,8 @@ def _settle(path: Path, now_ms: int) -> Settled:
                 if table not in tables:
                     continue
                 follow_ups += conn.execute(
-                    f"UPDATE {table} SET status = CASE status WHEN 'delivering' THEN "
-                    "'uncertain' ELSE 'skipped' END, reason = ?, finished_at = ? "
-                    "WHERE status = 'delivering' OR (status = 'pending' AND execute_at <= ?)",
+                    f"UPDATE {table} SET status = 'skipped', reason = ?, finished_at = ? "
+                    "WHERE status = 'pending' AND execute_at <= ?",
                     (RESTORED, now_ms, now_ms),
                 ).rowcount
         return Settled(replies, messages, follow_ups)

@@ -60,7 +60,7 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
                 state, ok = "newer than this Iris", False
             print(f"vault: {_where(config)} (schema {version}, {state})")
             if not config.settings.vault.url and (shared := _readable_by_others(vault_file)):
-                print(f"vault: WARNING others can read it (mode {shared}); run: "
+                print(f"vault: WARNING other users have access to it (mode {shared}); run: "
                       f"chmod 600 {vault_file}*")  # fmt: skip
     for name, why in secrets_needed(config.settings):
         state = "set" if config.secrets.get(name) else "missing"

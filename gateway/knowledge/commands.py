@@ -34,6 +34,9 @@ from vault.knowledge import DocumentRow, KnowledgeStore
 USAGE = "[docs | refresh | why TITLE | trace | events …]"
 MAX_LISTED = 50
 NAMED_SKIPS = 5  # skipped files named by `/context refresh`
+# Within the refresh cooldown, `/context refresh` rescans the files at most this often (any
+# user may send it at message rate).
+RESCAN_GAP_MS = 5_000
 
 
 def _when(ms: int) -> str:
@@ -131,8 +134,16 @@ class ContextCommands:
         cooling = (last is not None and scope.now_ms - last < cooldown) or not (
             await self.provider.refresh_allowed(scope)
         )
-        # The files are rescanned either way (`/context docs` then shows what changed); only
-        # what this conversation is given waits for the cooldown.
+        # The files are rescanned either way (`/context docs` then shows what changed), at most
+        # once per `RESCAN_GAP_MS` while cooling down; only what this conversation is given
+        # waits for the cooldown.
+        last_scan = self.indexer.last_scan_ms
+        if cooling and last_scan is not None and scope.now_ms - last_scan < RESCAN_GAP_MS:
+            return (
+                "Documents were refreshed in this conversation less than "
+                f"{cooldown // 1000} seconds ago, and the files were just rescanned: try "
+                "again in a moment."
+            )
         report = await self.indexer.scan(embed=False)  # new vectors come with the rescan
         if cooling:
             updated = self._mine(report.indexed_paths, scope)

@@ -62,8 +62,8 @@ class FileStat:
     path: Path
     mtime_ns: int
     size: int
-    # A symbolic link to a file outside the glob's folder: whatever it reaches (the config's
-    # `.env`, say) would go in front of the model, so it is skipped, never read.
+    # A symbolic link to a hidden file (the config's `.env`, say) or to one outside the glob's
+    # folder: whatever it reaches would go in front of the model, so it is skipped, never read.
     outside: bool = False
 
 
@@ -97,10 +97,13 @@ def _matches(base: Path, glob: str) -> list[tuple[Path, bool]]:
 
 
 def _inside(path: Path, real_root: Path) -> bool:
+    """Whether `path`, links followed, stays in `real_root` and is no hidden file: a glob with
+    no folder of its own (`**/*.md`) has the config's folder as its root, where `.env` is."""
     try:
-        return path.resolve().is_relative_to(real_root)
+        real = path.resolve()
     except (OSError, RuntimeError):  # a link loop
         return False
+    return real.is_relative_to(real_root) and not real.name.startswith(".")
 
 
 def list_files(base: Path, globs: Sequence[str]) -> dict[str, FileStat]:
@@ -121,7 +124,7 @@ def read_document(
 ) -> Parsed | Skipped:
     """Read and parse one listed file (blocking; its size is checked before reading)."""
     if st.outside:  # a symbolic link out of the folder (to `.env`, say): never read
-        return Skipped("a link to a file outside the documents' folder")
+        return Skipped("a link to a hidden file or one outside the documents' folder")
     limit = settings.max_document_bytes
     if st.size > limit:
         return Skipped(f"larger than max_document_bytes ({st.size} > {limit})")

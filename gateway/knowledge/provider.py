@@ -47,7 +47,7 @@ def short(hash_: str) -> str:
 
 # A document's own text may not open or close a <document> element: whatever it says stays
 # inside its own (a file that ends its block early would speak as the system prompt).
-_TAG = re.compile(r"<(/?\s*document)", re.IGNORECASE)
+_TAG = re.compile(r"<(\s*/?\s*document)", re.IGNORECASE)
 
 
 def inert(text: str) -> str:

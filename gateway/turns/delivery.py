@@ -97,6 +97,11 @@ class DeliveryResult:
         return self.status is DeliveryStatus.SENT
 
 
+# Past `max_attempts` a reply is retried until `give_up_after_s`; each retry waits at least
+# this long, whatever the backoff settings or a platform's Retry-After of 0 say.
+LATE_RETRY_MIN_S = 1.0
+
+
 class Delivery:
     def __init__(
         self,
@@ -355,6 +360,8 @@ class Delivery:
                     reason = f"gave up after {attempt} attempts: {exc}"
                     return await self._failed(row, reason, channel_trouble=True)
                 delay = self._backoff(attempt, exc.retry_after_s)
+                if attempt >= self.max_attempts:  # retried for up to an hour: never a hot loop
+                    delay = max(delay, LATE_RETRY_MIN_S)
                 await self.outbox.mark_retry(
                     row.id, str(exc), self.clock.now_ms() + int(delay * 1000), exc.sent
                 )

@@ -57,8 +57,9 @@ class DeliveryHealth:
         now = self._now_ms()
         earlier = self._current().get(channel)
         since = earlier.since_ms if earlier is not None else now
-        # A message still waiting is put off again at its next failure, marking it anew.
         until = now + int(LAPSE_S * 1000) if lapses else None
+        if earlier is not None and earlier.until_ms is None:
+            until = None  # a put-off message still waits: its mark stays until a delivery
         self._problems[channel] = DeliveryProblem(reason, since, until)
 
     def _current(self) -> dict[str, DeliveryProblem]:

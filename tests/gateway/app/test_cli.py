@@ -177,7 +177,8 @@ def test_the_vault_and_its_backups_are_readable_by_their_owner_only(tmp_path: Pa
     assert "WARNING" not in iris(tmp_path, "doctor").stdout
     (tmp_path / "iris.db").chmod(0o644)  # as Iris made it before
     out = iris(tmp_path, "doctor").stdout
-    assert "vault: WARNING others can read it (mode 644); run: chmod 600 iris.db*" in out
+    assert "vault: WARNING other users have access to it (mode 644); run: chmod 600 iris.db*" \
+        in out  # fmt: skip
 
 
 def test_db_migrate_backup_and_doctor(tmp_path: Path) -> None:

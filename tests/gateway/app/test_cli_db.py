@@ -57,17 +57,20 @@ def test_backup_then_restore_round_trip_keeps_the_replaced_vault(tmp_path: Path)
 
 def unfinished_work(db: Path) -> None:
     """What a vault has left to do when its backup is taken: a reply waiting (a Telegram 429
-    put it off), one being sent, a message confirmed but not answered, a follow-up due an
-    hour ago and one due next year."""
+    put it off) for the history of the conversation `iris chat` left, one being sent, one
+    sent, a message confirmed but not answered, a follow-up due an hour ago and one due next
+    year."""
     conn = sqlite3.connect(db)
     try:
         with conn:
+            session, chat = conn.execute("SELECT id, chat FROM sessions").fetchone()
             for n, status in enumerate(("pending", "sending", "sent")):
                 conn.execute(
                     "INSERT INTO outbox (idempotency_key, channel, chat_id, kind, text, status, "
-                    "next_attempt_ms, created_ms) VALUES (?, 'telegram', '1', 'reply', 'hi', ?, "
-                    "0, 0)",
-                    (f"k{n}", status),
+                    "next_attempt_ms, created_ms, history_session, history_chat, history_kind, "
+                    "history_tokens) VALUES (?, 'telegram', '1', 'reply', ?, ?, 0, 0, ?, ?, "
+                    "'chat', 3)",
+                    (f"k{n}", f"reply {status}", status, session if n == 0 else None, chat),
                 )
             conn.execute(
                 "INSERT INTO intake (channel, key, chat_key, payload, received_ms) "
@@ -101,23 +104,31 @@ def test_a_restore_never_does_again_what_may_have_been_done_since_the_backup(
     """The backup's waiting replies, unanswered messages and due follow-ups may all have gone
     out after it was taken: restored as they were, users got them twice. By default they are
     settled and counted; `--keep-pending` keeps them for an operator who knows better."""
-    assert iris(tmp_path, "db", "migrate").returncode == 0
+    assert iris(tmp_path, "chat", stdin="hello\n").returncode == 0
     unfinished_work(tmp_path / "iris.db")
     assert iris(tmp_path, "db", "backup", "copy.db").returncode == 0
     result = iris(tmp_path, "db", "restore", "copy.db")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[2] == (
-        "not done again (each may have been done after the backup was taken): 2 waiting "
-        "replies, 1 unanswered message(s), 1 due follow-up(s) (restore with --keep-pending "
+        "not done again (each may have been done after the backup was taken): 1 waiting "
+        "reply, 1 unanswered message(s), 1 due follow-up(s) (restore with --keep-pending "
         "to have them done)"
     )
     vault = tmp_path / "iris.db"
-    assert states(vault) == (["uncertain", "uncertain", "sent"], ["rejected"],
+    # A send that was under way is the start's to settle, as after any crash.
+    assert states(vault) == (["sent", "uncertain", "sending", "sent"], ["rejected"],
                              ["skipped", "pending"])  # fmt: skip
-    assert states(tmp_path / "copy.db")[0] == ["pending", "sending", "sent"]  # left as it was
+    conn = sqlite3.connect(f"{vault.as_uri()}?mode=ro", uri=True)
+    try:  # the settled reply joined its conversation, as an uncertain send does
+        said = [r[0] for r in conn.execute("SELECT text FROM messages WHERE role = 'assistant'")]
+    finally:
+        conn.close()
+    assert said[-1] == "reply pending"
+    assert states(tmp_path / "copy.db")[0] == ["sent", "pending", "sending", "sent"]  # as it was
     kept = iris(tmp_path, "db", "restore", "copy.db", "--keep-pending")
     assert kept.returncode == 0 and "not done again" not in kept.stdout
-    assert states(vault) == (["pending", "sending", "sent"], ["pending"], ["pending", "pending"])
+    assert states(vault) == (["sent", "pending", "sending", "sent"], ["pending"],
+                             ["pending", "pending"])  # fmt: skip
 
 
 def test_restore_refuses_while_iris_runs(tmp_path: Path) -> None:

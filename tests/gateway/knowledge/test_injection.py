@@ -145,8 +145,10 @@ async def test_on_request_documents_wait_for_context_refresh(world: World) -> No
     reply = await world.command("/context refresh")
     assert "new version of: RFC 012: Rate limits" in reply
     write(world.root, "rfc/012.md", RFC.format(n=70))
-    # Within the cooldown the files are still rescanned (the README: "rescans now"); only
-    # what this conversation is given waits.
+    # Within the cooldown the files are still rescanned (the README: "rescans now"), at most
+    # every few seconds; only what this conversation is given waits.
+    assert "the files were just rescanned" in await world.command("/context refresh")
+    world.clock.advance(5)
     cooling = await world.command("/context refresh")
     assert cooling.startswith("Rescanned: 1 updated. Documents were refreshed in this "
                               "conversation less than 30 seconds ago")  # fmt: skip

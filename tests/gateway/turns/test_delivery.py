@@ -153,9 +153,11 @@ async def test_an_uncertain_send_with_nothing_waiting_is_shown_for_a_while_only(
     assert d.health.problems() == {}
     assert await d.health.gauge() == {("memory",): 1.0}
     channel.fail_with.append(DeliveryTransient("429", retry_after_s=LONG))
-    assert (await d.deliver(out("b"))).status == "queued"
+    assert (await d.deliver(out("b", chat=OTHER))).status == "queued"
+    channel.fail_with.append(DeliveryUncertain("HTTP 500"))  # another chat's send, meanwhile
+    assert (await d.deliver(out("c"))).status == "uncertain"
     clock.advance(LAPSE_S * 4)
-    assert "next attempt in" in d.health.problems()["memory"].reason
+    assert "uncertain" in d.health.problems()["memory"].reason  # "b" still waits
 
 
 async def test_same_idempotency_key_is_sent_once(outbox: Outbox) -> None:
@@ -333,6 +335,24 @@ async def test_a_platform_outage_of_minutes_loses_no_reply(
     await run_clock_until_true(clock, settled(outbox, second.outbox_id))
     assert await outbox.status(second.outbox_id) == "failed"  # an hour on: given up
     assert "gave up after" in d.health.problems()["memory"].reason
+
+
+async def test_late_retries_never_spin_whatever_the_backoff_settings(
+    outbox: Outbox, resender: list[asyncio.Task[None]]
+) -> None:
+    """Past `max_attempts` with no backoff (0 s settings, a Retry-After of 0), one deliver()
+    made 500 attempts without the clock moving."""
+    channel, clock = MemoryChannel(), ManualClock()
+    channel.fail_with.extend(DeliveryTransient("down", retry_after_s=0) for _ in range(30))
+    d = delivery(outbox, channel, clock, max_attempts=3, backoff_base_s=0.0, backoff_max_s=0.0,
+                 give_up_after_s=3600, max_inline_wait_s=0)  # fmt: skip
+    start = clock.now_ms()
+    result = await d.deliver(out())
+    assert result.status == "queued" and len(channel.fail_with) == 27  # 3, then it waits
+    resender.append(asyncio.create_task(d.run()))
+    await run_clock_until_true(clock, settled(outbox, result.outbox_id))
+    assert channel.texts() == ["hello"]
+    assert clock.now_ms() - start >= 27 * 1000  # each late retry a second apart at least
 
 
 async def test_a_row_an_attempt_holds_is_never_resent_beside_it(outbox: Outbox) -> None:
