@@ -274,11 +274,14 @@ async def test_the_resend_sends_each_chat_in_order_when_due(
     assert channel.texts() == ["elsewhere"]  # another chat is not held up
 
     resender.append(asyncio.create_task(d.run()))
-    await run_clock_until(clock, lambda: len(sent_hooks) == 2)  # committed with `sent`
+    await run_clock_until(clock, lambda: len(sent_hooks) == 2)  # run inside `sent`'s commit
+    # ... which the hook ran before: wait for the commit and the delivery's bookkeeping.
+    await run_clock_until_true(clock, settled(outbox, first.outbox_id, second.outbox_id))
+    async with asyncio.timeout(5):  # delivered again: the put-off mark cleared
+        await run_clock_until(clock, lambda: not d.health.problems())
     assert channel.texts() == ["elsewhere", "first", "second"]
     assert sent_hooks == ["first", "second"]  # what the callers asked to commit with `sent`
     assert await outbox.counts() == {"sent": 3}
-    assert d.health.problems() == {}  # delivered again
 
 
 async def test_a_resend_that_is_uncertain_stays_uncertain(
