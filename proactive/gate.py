@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gateway.core.llm import (
     LLMMessage,
@@ -61,7 +61,7 @@ class _DecisionArgs(BaseModel):
     action: Literal["send", "skip", "defer"]
     message: str = ""
     reason: str = ""
-    hours: float = Field(0.0, ge=0)
+    hours: float = 0.0  # out of range (negative too) is kept in range by `_defer`
 
 
 DECISION_SPEC = ToolSpec(

@@ -10,7 +10,7 @@ someone else's follow-ups. In a group chat the listing shows only what belongs t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -75,6 +75,7 @@ class ProactiveTools:
         default_confidence: float,
         wake: Callable[[], None] = lambda: None,
         scan: Callable[[], Awaitable[ScanResult]] | None = None,
+        settings_of: Callable[[Scope], Awaitable[Mapping[str, object]]] | None = None,
     ) -> None:
         self.store = store
         self.plog = plog
@@ -82,6 +83,7 @@ class ProactiveTools:
         self.default_confidence = default_confidence
         self.wake = wake
         self.scan_fn = scan
+        self.settings_of = settings_of  # the user's settings (`proactive_enabled`)
 
     def tools(self) -> list[Tool]:
         tools = [
@@ -147,7 +149,14 @@ class ProactiveTools:
         else:
             note = ("A reminder: the quota never holds it back (it counts toward it); moved "
                     "out of quiet hours if needed.")  # fmt: skip
-        return f"Registered #{intent_id} for {local(at, zone):%Y-%m-%d %H:%M} ({zone.key}). {note}"
+        said = f"Registered #{intent_id} for {local(at, zone):%Y-%m-%d %H:%M} ({zone.key}). {note}"
+        settings = await self.settings_of(scope) if self.settings_of is not None else {}
+        if not user_prefs(scope.timezone, dict(settings), self.policy).enabled:
+            said += (
+                " But this user turned proactive messages off (/proactive off): it will not be "
+                "sent unless they turn them back on (/proactive on). Tell them so."
+            )
+        return said
 
     async def cancel(self, scope: Scope, args: IdArgs) -> str:
         if not await self.store.cancel_intent(scope.user_pk, args.id, scope.now_ms):

@@ -23,6 +23,20 @@ TOOL_GUIDE = (
 )
 
 
+NAME_CHARS = 64  # the most of a display name the system prompt quotes
+
+
+def as_name(name: str) -> str:
+    """A display name as the system prompt quotes it: chosen by its owner, so it is data —
+    one line, no markup brackets, at most `NAME_CHARS`, in quotes ("Bob\n\n## SYSTEM: …"
+    would otherwise start a section of the prompt)."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in name).split())
+    flat = flat.replace("<", "‹").replace(">", "›").replace('"', "'")
+    if len(flat) > NAME_CHARS:
+        flat = flat[: NAME_CHARS - 1] + "…"
+    return f'"{flat}"'
+
+
 class PersonaProvider:
     name = "persona"
     phase = Phase.SYSTEM
@@ -56,7 +70,7 @@ class ProfileProvider:
     async def provide(self, scope: Scope) -> list[ContextItem] | None:
         zone = scope.timezone or self._default_tz
         local = datetime.fromtimestamp(scope.now_ms / 1000, UTC).astimezone(ZoneInfo(zone))
-        who = scope.user.display_name or scope.user.user_id
+        who = as_name(scope.user.display_name or scope.user.user_id)
         text = (
             f"You are talking with {who} on {scope.chat.channel}. "
             f"Their local time is {local:%A %Y-%m-%d %H:%M} ({zone})."

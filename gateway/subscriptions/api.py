@@ -18,6 +18,7 @@ from gateway.core.admin_ops import JSON
 from gateway.core.errors import NotFound, UserInputError, WrongState
 from gateway.core.ports import Clock
 from gateway.features.contributions import ApiCall, EventStream
+from gateway.subscriptions.addresses import url_problem
 from gateway.subscriptions.engine import API_OWNER, Engine, iso, new_id
 from gateway.subscriptions.schema import (
     FeedbackRequest,
@@ -60,12 +61,14 @@ class SubscriptionOps:
         streams: Streams,
         clock: Clock,
         audit: AuditLog,
+        private_ok: bool = False,
     ) -> None:
         self.store = store
         self.engine = engine
         self.streams = streams
         self.clock = clock
         self.audit = audit
+        self.private_ok = private_ok  # `[subscriptions] webhook_private_addresses`
 
     async def _mine(self, sub_id: str, owner: str) -> SubscriptionRow:
         sub = await self.store.get(sub_id)
@@ -78,6 +81,10 @@ class SubscriptionOps:
         if owner != API_OWNER and any(c != owner for c in body.chats):
             raise UserInputError("A subscription made in a chat can only watch that chat.")
         webhook = isinstance(body, WebhookSubscription)
+        if isinstance(body, WebhookSubscription):
+            problem = url_problem(body.url, private_ok=self.private_ok)
+            if problem is not None:
+                raise UserInputError(f"The webhook url cannot be used: {problem}.")
         secret = secrets.token_urlsafe(32) if webhook else None
         sub = SubscriptionRow(
             id=new_id("sub"),

@@ -105,8 +105,9 @@ class SubscriptionsFeature:
             on_disabled=lambda sub_id: engine.invalidate(),
         )
         self.ops = ops = SubscriptionOps(
-            store=store, engine=engine, streams=self.streams, clock=s.clock, audit=audit
-        )
+            store=store, engine=engine, streams=self.streams, clock=s.clock, audit=audit,
+            private_ok=settings.webhook_private_addresses,
+        )  # fmt: skip
         c.background(self.webhooks.run)
         listener = s.hints(EVENT_HINTS)
         self.hints: EventHints | None = None

@@ -13,6 +13,9 @@ class SubscriptionsSection(Section):
     # whose cosine with it reaches this too (raise it to be stricter); lexical: half its words.
     topic_threshold: float = Field(0.5, ge=0, le=1)
     webhook_timeout_s: float = Field(10.0, gt=0, le=120)
+    # Webhooks to loopback, private, link-local or reserved addresses (a receiver on this
+    # host or network): refused unless on (`addresses.py`).
+    webhook_private_addresses: bool = False
     webhook_max_attempts: int = Field(6, ge=1, le=50)
     webhook_backoff_base_s: float = Field(2.0, gt=0, le=3600)
     webhook_backoff_max_s: float = Field(600.0, gt=0, le=86400)

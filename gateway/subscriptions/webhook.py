@@ -30,6 +30,7 @@ import aiohttp
 
 from gateway.core.errors import VaultError
 from gateway.core.ports import Clock
+from gateway.subscriptions.addresses import PublicResolver, url_problem
 from gateway.subscriptions.settings import SubscriptionsSection
 from vault.audit import AuditLog, Outcome
 from vault.subscriptions import EventRow, SubscriptionRow, SubscriptionStore
@@ -76,7 +77,12 @@ class Webhooks:
     async def run(self) -> None:
         """Deliver until cancelled; with replicas, also keep this replica's leases."""
         timeout = aiohttp.ClientTimeout(total=self.settings.webhook_timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as http, asyncio.TaskGroup() as tg:
+        private_ok = self.settings.webhook_private_addresses
+        connector = aiohttp.TCPConnector(resolver=None if private_ok else PublicResolver())
+        async with (
+            aiohttp.ClientSession(timeout=timeout, connector=connector) as http,
+            asyncio.TaskGroup() as tg,
+        ):
             if self.claims.owner is not None:
                 tg.create_task(self._keep_leases(), name="webhook leases")
             while True:
@@ -120,9 +126,15 @@ class Webhooks:
             IDEMPOTENCY: str(event.payload["idempotency_key"]),
             "User-Agent": "iris-subscriptions/1",
         }
+        problem = url_problem(sub.url, private_ok=self.settings.webhook_private_addresses)
         try:
-            async with http.post(sub.url, data=body, headers=headers, allow_redirects=False) as res:
-                ok, reason = 200 <= res.status < 300, f"HTTP {res.status}"
+            if problem is not None:  # made before the check, or with the setting on then
+                ok, reason = False, f"not sent: {problem}"
+            else:
+                async with http.post(
+                    sub.url, data=body, headers=headers, allow_redirects=False
+                ) as res:
+                    ok, reason = 200 <= res.status < 300, f"HTTP {res.status}"
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             ok, reason = False, type(exc).__name__
         holder = self.claims.owner

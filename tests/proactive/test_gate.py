@@ -50,7 +50,9 @@ def test_unusable_tool_calls_become_malformed_skips(args: dict[str, Any]) -> Non
     assert decision.malformed
 
 
-@pytest.mark.parametrize(("hours", "kept"), [(0, 0.25), (500, 72.0), (float("inf"), 72.0)])
+@pytest.mark.parametrize(
+    ("hours", "kept"), [(0, 0.25), (-1, 0.25), (500, 72.0), (float("inf"), 72.0)]
+)
 def test_a_defer_out_of_range_is_kept_within_it(hours: float, kept: float) -> None:
     decision = parse_decision(tool({"action": "defer", "hours": hours, "reason": "busy"}))
     assert (decision.action, decision.hours, decision.malformed) == ("defer", kept, False)

@@ -33,6 +33,27 @@ def last_tool_result(llm: FakeLLM) -> ToolResult:
     return result
 
 
+async def test_a_reminder_for_a_user_with_proactive_off_says_it_will_not_come(
+    app: App, llm: FakeLLM
+) -> None:
+    """It was registered ("Registered #5"), the model promised it, and at its time it was
+    skipped: "the user turned proactive messages off"."""
+    await say(app, "/proactive off")
+    llm.enqueue_tool("proactive_intent", {"what": "call the bank", "kind": "user_reminder",
+                                          "delay_minutes": 60})  # fmt: skip
+    llm.enqueue_text("I'll remind you.")
+    await say(app, "remind me in an hour to call the bank")
+    said = last_tool_result(llm).content
+    assert said.startswith("Registered #1")
+    assert "turned proactive messages off (/proactive off): it will not be sent" in said
+    await say(app, "/proactive on")
+    llm.enqueue_tool("proactive_intent", {"what": "call mum", "kind": "user_reminder",
+                                          "delay_minutes": 60})  # fmt: skip
+    llm.enqueue_text("Sure.")
+    await say(app, "remind me in an hour to call mum")
+    assert "proactive messages off" not in last_tool_result(llm).content
+
+
 async def test_model_registers_and_lists_a_follow_up(app: App, llm: FakeLLM) -> None:
     llm.enqueue_tool("proactive_intent", {"what": "ask about the server fix", "why": "committed",
                                           "delay_minutes": 1440})  # fmt: skip

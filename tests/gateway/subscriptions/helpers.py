@@ -28,6 +28,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def config_for(tmp_path: Path, **sections: dict[str, object]) -> Config:
+    # The test receivers listen on 127.0.0.1: a private address, refused by default.
+    sections["subscriptions"] = {"webhook_private_addresses": True,
+                                 **sections.get("subscriptions", {})}  # fmt: skip
     base = make_config(
         tmp_path,
         http={"enabled": True, "port": 0},

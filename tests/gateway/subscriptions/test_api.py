@@ -5,6 +5,7 @@ feedback, server-sent events with resume and a client that goes away."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -325,3 +326,46 @@ async def test_an_open_stream_ends_when_iris_stops(tmp_path: Path) -> None:
             # Stopping does not wait out the server's shutdown timeout for the open stream.
             await asyncio.wait_for(running.__aexit__(None, None, None), 10)
             assert await res.content.read() == b""  # the stream ended cleanly
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://127.0.0.1:8080/probe", "127.0.0.1 is a private, local or reserved address"),
+        ("http://169.254.169.254/latest/meta-data", "169.254.169.254 is a private"),
+        ("http://10.0.0.1/x", "10.0.0.1 is a private"),
+        ("http://localhost:9/x", "localhost is this host"),
+        ("http://a.example:99999/x", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:0/x", "its port is not a number from 1 to 65535"),
+        ("https://-/x", "its host is not a host name or an address"),
+    ],
+)
+async def test_a_webhook_to_a_private_address_or_nowhere_is_refused(
+    tmp_path: Path, url: str, said: str
+) -> None:
+    """Iris POSTed wherever a webhook pointed, 127.0.0.1 and a cloud's metadata service
+    included (and recorded the status that answered there); URLs that can never work were
+    accepted, then failed until the subscription was disabled."""
+    async with served(tmp_path, subscriptions={"webhook_private_addresses": False}) as s:
+        body = {**poll_body(), "callback": "webhook", "url": url}
+        status, answer = await s.call("POST", "/context/subscriptions", body)
+        assert status in (400, 422), answer
+        assert said in json.dumps(answer)
+        _, listing = await s.call("GET", "/context/subscriptions")
+        assert listing["subscriptions"] == []
+
+
+async def test_a_webhook_name_that_resolves_privately_is_never_connected_to() -> None:
+    """A host name is resolved by `PublicResolver`: only public addresses reach aiohttp, so
+    a name for 127.0.0.1 (or one that resolves differently the second time) connects nowhere."""
+    from gateway.subscriptions.addresses import PublicResolver, url_problem
+
+    assert url_problem("http://localhost.:9/x", private_ok=False) is not None
+    assert url_problem("http://127.0.0.1:9/x", private_ok=True) is None  # the operator's choice
+    assert url_problem("https://hooks.example.com/iris", private_ok=False) is None
+    resolver = PublicResolver()
+    try:
+        with pytest.raises(OSError, match="resolves to no public address"):
+            await resolver.resolve("localhost", 80)
+    finally:
+        await resolver.close()

@@ -114,7 +114,12 @@ async def test_cooldown_and_chat_filters(tmp_path: Path) -> None:
 
 async def test_an_event_stored_before_a_restart_is_delivered_after_it(tmp_path: Path) -> None:
     config = knowledge_config(tmp_path)
-    config = replace(config, secrets=Secrets({"IRIS_API_TOKEN": "t"}))
+    private = config.settings.subscriptions.model_copy(update={"webhook_private_addresses": True})
+    config = replace(
+        config,
+        settings=config.settings.model_copy(update={"subscriptions": private}),
+        secrets=Secrets({"IRIS_API_TOKEN": "t"}),
+    )  # the receiver is on 127.0.0.1
     async with receiver() as hook:
         async with app_with(config, MemoryChannel(), FakeLLM()) as app:
             subs = app.feature(SubscriptionsFeature)

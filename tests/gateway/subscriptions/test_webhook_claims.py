@@ -36,7 +36,7 @@ async def sender(url: str, name: str, clock: ManualClock) -> AsyncIterator[Webho
         yield Webhooks(
             store=store,
             claims=WebhookClaims(store, owner=name, lease_ms=LEASE_MS),
-            settings=SubscriptionsSection(),
+            settings=SubscriptionsSection(webhook_private_addresses=True),  # receivers on 127.0.0.1
             clock=clock,
             audit=AuditLog(vault),
         )
