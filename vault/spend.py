@@ -150,6 +150,36 @@ class SpendStore:
 
         self.vault.run_soon(add, "budget refusal")
 
+    async def follow_day(self, user_pk: int, from_day: str, to_day: str) -> None:
+        """The user's spend on local `from_day` moved to `to_day` (added to what is there): a
+        new time zone whose date is another one must not start a fresh day's budget."""
+        if from_day == to_day:
+            return
+
+        def move(raw: sqlite3.Connection) -> None:
+            self._prepare(raw)
+            row = raw.execute(
+                "SELECT calls, tokens, usd_micros, refusals FROM spend_user_days "
+                "WHERE user = ? AND day = ?",
+                (user_pk, from_day),
+            ).fetchone()
+            if row is None:
+                return
+            raw.execute(
+                """INSERT INTO spend_user_days (user, day, calls, tokens, usd_micros, refusals)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (user, day) DO UPDATE SET calls = calls + excluded.calls,
+                   tokens = tokens + excluded.tokens,
+                   usd_micros = usd_micros + excluded.usd_micros,
+                   refusals = refusals + excluded.refusals""",
+                (user_pk, to_day, *row),
+            )
+            raw.execute(
+                "DELETE FROM spend_user_days WHERE user = ? AND day = ?", (user_pk, from_day)
+            )
+
+        await self.vault.run(move)
+
     def _prepare(self, raw: sqlite3.Connection) -> None:
         """Run first in every transaction that writes the spend tables (nothing here)."""
 

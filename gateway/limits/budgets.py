@@ -233,9 +233,19 @@ class Budgets:
         user = self._users.get(payer.user_pk)
         zone = zone_of(payer.timezone, self._default_timezone)
         if user is None or user.zone != zone:
+            if user is not None:
+                await self._follow(user, zone, now)
             user = await self._load_user(payer.user_pk, zone, now, known=user is not None)
         self._roll(user, now)
         return user, everyone
+
+    async def _follow(self, user: UserMeters, zone: ZoneInfo, now: int) -> None:
+        """The user moved to `zone`: today's spend follows them to their new today (where the
+        date is already tomorrow, `/tz` would otherwise buy a fresh day's budget)."""
+        if now >= user.usd_day.resets_at_ms:
+            return  # the old day is over anyway
+        await self.store.vault.idle()  # every settled call of the old day landed
+        await self.store.follow_day(user.user_pk, user.usd_day.window, day_window(now, zone).label)
 
     def _roll(self, user: UserMeters, now: int) -> None:
         """Fresh meters for windows that have passed (the spend of the new day starts at 0)."""

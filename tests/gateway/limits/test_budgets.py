@@ -132,6 +132,30 @@ async def test_the_month_ends_at_local_midnight_of_the_last_day(
         assert await chat.say("february") == "ok"
 
 
+async def test_a_time_zone_where_it_is_already_tomorrow_buys_no_fresh_day(
+    tmp_path: Path,
+) -> None:
+    """Over today's budget at 12:00 UTC, `/tz Pacific/Kiritimati` (UTC+14: 02:00 tomorrow)
+    gave a fresh day's budget at once; today's spend now follows the user to their new day."""
+    config = limits_config(tmp_path, user_usd_per_day=0.001)
+    llm = CostingLLM(1_500)
+    async with running(config, llm, local_ms("2026-01-05T12:00", "UTC")) as chat:
+        assert await chat.say("spend") == "ok"
+        notice = await chat.say("over")
+        assert notice is not None and "budget" in notice
+        assert (await chat.say("/tz Pacific/Kiritimati") or "").startswith("Time zone set")
+        calls = len(llm.requests)
+        again = await chat.say("and now?")  # still over, told when it resets over there
+        assert again is not None
+        assert "resets at 00:00 on Wed 7 Jan (Pacific/Kiritimati)" in again
+        assert len(llm.requests) == calls
+        report = await chat.app.feature(LimitsFeature).report.report("memory:u1")
+        today = report["user"]["budgets"][1]
+        assert (today["spent"], today["remaining"]) == (0.0015, 0.0)
+        chat.clock.advance(24 * 3600)  # the next day there: a fresh budget
+        assert await chat.say("a new day") == "ok"
+
+
 async def test_spend_and_the_notice_survive_a_restart(tmp_path: Path) -> None:
     config = limits_config(tmp_path, user_usd_per_day=0.001)
     start = local_ms("2026-01-05T10:00", "UTC")
