@@ -71,11 +71,19 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+_NOT_ZONES = frozenset({"localtime", "posixrules", "Factory", "leap-seconds.list", "leapseconds"})
+
+
 def check_timezone(name: str) -> str:
     """Return `name` if it is an IANA zone; raise ValueError otherwise."""
     # The longest IANA name has 32 characters; a much longer one would reach the file system
     # as a path too long to open (OSError, not the ValueError of a bad name).
     if not name or len(name) > 64 or name.startswith(("/", ".")) or ".." in name:
+        raise ValueError("not an IANA time zone (e.g. Europe/Berlin)")
+    # Files in a system's zoneinfo folder that are no zone of their own: the host's zone
+    # (`localtime`, which changes with the host), a template, a placeholder, and the copies
+    # under `posix/` and `right/` (leap seconds counted: about 27 s off).
+    if name in _NOT_ZONES or name.startswith(("posix/", "right/")):
         raise ValueError("not an IANA time zone (e.g. Europe/Berlin)")
     try:
         ZoneInfo(name)

@@ -105,6 +105,11 @@ async def test_bad_command_input_gets_helpful_errors(app: App, channel: MemoryCh
     for name in ("Europe/" + "B" * 300, "Europe"):  # a path too long to open; a directory
         await say(app, f"/tz {name}")
         assert "not a time zone I know" in channel.texts()[-1]
+    # Files of a zoneinfo folder that are no zone: the host's own zone, a template, a
+    # placeholder, and the leap-second (`right/`) and `posix/` copies.
+    for name in ("localtime", "posixrules", "Factory", "right/Asia/Tokyo", "posix/Europe/Berlin"):
+        await say(app, f"/tz {name}")
+        assert "not a time zone I know" in channel.texts()[-1], name
     await say(app, "/forget abc")
     assert channel.texts()[-1].startswith("Usage: /forget N")
     await say(app, "/forget 99")
