@@ -451,6 +451,13 @@ class Outbox:
         )
         return found is not None
 
+    async def waiting_by_channel(self) -> dict[str, int]:
+        """Rows waiting to be sent (`pending`), by channel."""
+        rows = await self.vault.fetchall(
+            "SELECT channel, count(*) FROM outbox WHERE status = 'pending' GROUP BY channel"
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
+
     async def counts(self) -> dict[str, int]:
         rows = await self.vault.fetchall("SELECT status, count(*) FROM outbox GROUP BY status")
         return {str(r[0]): int(r[1]) for r in rows}

@@ -32,9 +32,13 @@ async def open_http(app: App, stack: AsyncExitStack) -> HttpServer | None:
     server = HttpServer(host=s.http.host, port=s.http.port)
     for route in [*routes, *app.contributions.routes]:
         server.add_route(route)
-    failing = app.model_health.failing
+    failing, unserved = app.model_health.failing, app.delivery.unserved_line
+
+    def degraded() -> list[str]:
+        return [line for line in (failing(), unserved()) if line]
+
     server.add_route(health_route(app.channel_health, app.delivery.health.problems, app.replica,
-                                  lambda: [line] if (line := failing()) else []))  # fmt: skip
+                                  degraded))  # fmt: skip
     _mount_admin_api(app, server)
     try:
         return await stack.enter_async_context(server)

@@ -127,6 +127,7 @@ class Delivery:
         self.backoff_max_s = backoff_max_s
         self.max_inline_wait_s = max_inline_wait_s
         self.give_up_after_s = give_up_after_s
+        self.unserved: dict[str, int] = {}  # channel -> replies waiting for it, found at start
         self.resend_concurrency = resend_concurrency
         self.on_unreachable = on_unreachable
         self.health = DeliveryHealth(clock.now_ms, channels)
@@ -197,7 +198,20 @@ class Delivery:
             )
         if self.outbox.owner is None:  # alone: every row written before now is a leftover
             self._leftovers_up_to = await self.outbox.last_id()
+        waiting = await self.outbox.waiting_by_channel()
+        self.unserved = {c: n for c, n in sorted(waiting.items()) if c not in self.channels}
+        for channel, count in self.unserved.items():
+            log.warning("%d repl%s wait for channel %r, which this process does not run",
+                        count, "y" if count == 1 else "ies", channel)  # fmt: skip
         return uncertain
+
+    def unserved_line(self) -> str | None:
+        """The `/healthz` `degraded` line while replies written earlier wait for a channel this
+        process does not run (turned off since, or run by another process), as found at start."""
+        if not self.unserved:
+            return None
+        waiting = ", ".join(f"{n} for {c}" for c, n in self.unserved.items())
+        return f"outbox: replies wait for channels not running here ({waiting})"
 
     # --- the background resend ----------------------------------------------------------
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
+
 from gateway.core.clock import ManualClock
 from gateway.core.errors import DeliveryTransient
 from proactive.feature import ProactiveFeature
@@ -28,7 +30,8 @@ async def statuses(vault: Vault) -> tuple[list[str], list[str], dict[str, int]]:
 
 
 async def test_a_process_leaves_the_work_of_channels_it_does_not_run(tmp_path: Path) -> None:
-    config = make_config(tmp_path, auth={"allow": ["telegram:*", "console:*"]})
+    config = make_config(tmp_path, auth={"allow": ["telegram:*", "console:*"]},
+                         http={"enabled": True, "port": 0})  # fmt: skip
     clock = ManualClock()
     telegram, llm = MemoryChannel(name="telegram"), FakeLLM()
     async with app_with(config, telegram, llm, clock) as app:
@@ -45,6 +48,15 @@ async def test_a_process_leaves_the_work_of_channels_it_does_not_run(tmp_path: P
     clock.advance(2 * HOUR_S)  # everything is due
     console = MemoryChannel(name="console")
     async with app_with(config, console, FakeLLM("console answer"), clock) as app:
+        # Said, not hidden: the log at start, and `/healthz` `degraded` (the reply's metric
+        # alone said it before).
+        assert app.http is not None
+        url = f"http://127.0.0.1:{app.http.port}/healthz"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            report = await response.json()
+        assert report["degraded"] == [
+            "outbox: replies wait for channels not running here (1 for telegram)"
+        ]
         assert await app.intake.replay() == 0
         await app.delivery.resend_pending()
         engine = app.feature(ProactiveFeature).engine
@@ -56,6 +68,7 @@ async def test_a_process_leaves_the_work_of_channels_it_does_not_run(tmp_path: P
 
     back, llm = MemoryChannel(name="telegram"), FakeLLM("yes, still here")
     async with app_with(config, back, llm, clock) as app:
+        assert app.delivery.unserved_line() is None
         await app.delivery.resend_pending()
         engine = app.feature(ProactiveFeature).engine
         assert engine is not None
