@@ -95,7 +95,7 @@ class AdminApi:
 
     def routes(self) -> list[Route]:
         routes: list[Route] = [
-            ("GET", "/stats", self._endpoint("stats", None, self._get_stats, audited=False)),
+            ("GET", "/stats", self._endpoint("stats", None, self._get_stats)),
             ("GET", "/metrics", self._metrics_endpoint),
             ("GET", "/openapi.json", self._openapi),
         ]
@@ -132,12 +132,12 @@ class AdminApi:
                 (
                     "GET",
                     "/proactive/pending",
-                    self._endpoint("pending", None, self._pending, audited=False),
+                    self._endpoint("pending", None, self._pending),
                 ),
                 (
                     "GET",
                     "/proactive/quota",
-                    self._endpoint("quota", None, self._quota, audited=False),
+                    self._endpoint("quota", None, self._quota),
                 ),
                 ("POST", "/proactive/scan", self._endpoint("scan", EmptyRequest, self._scan)),
                 ("POST", "/proactive/execute", self._endpoint("execute", IdRequest, self._execute)),
