@@ -56,6 +56,12 @@ def told(call: GateCall) -> str:
     return f"{did} ({outcome})" if outcome else did
 
 
+# The longest quiet hours a user may set: the release window after them must fit before the
+# next night (with 23 of 24 hours quiet, a held item's release often fell inside the next
+# quiet spell, and a reminder was pushed back night after night until it expired).
+MAX_QUIET_HOURS = 20
+
+
 class ProactiveCommands:
     def __init__(
         self,
@@ -137,6 +143,12 @@ class ProactiveCommands:
             raise UserInputError(f"Hours go from 0 to 23. {usage}")
         if start == end:
             raise UserInputError(f"Start and end are the same hour; use off instead. {usage}")
+        if (end - start) % 24 > MAX_QUIET_HOURS:  # the release after one night fell in the next
+            raise UserInputError(
+                f"That leaves fewer than {24 - MAX_QUIET_HOURS} hours a day for follow-ups, and "
+                f"held ones would wait night after night; for none at all, "
+                f"{call.hint('proactive')} off. {usage}"
+            )
         await self.conversations.update_settings(scope.user_pk, {"quiet_hours": [start, end]})
         zone = scope.timezone or f"{self.policy.default_timezone} — set yours with " + call.hint(
             "tz"

@@ -138,6 +138,9 @@ async def test_commands_and_their_bad_input(app: App, channel: MemoryChannel) ->
         ("/quiet 25-3", "Hours go from 0 to 23"),
         ("/quiet soon", "Usage: /quiet HH-HH"),
         ("/quiet 7-7", "same hour"),
+        ("/quiet 8-7", "fewer than 4 hours a day for follow-ups"),  # 23 h quiet
+        ("/quiet 20-17", "fewer than 4 hours a day"),  # 21 h: just over
+        ("/quiet 20-16", "Quiet hours set to 20:00–16:00"),  # 20 h: the most
         ("/quiet 23-7", "Quiet hours set to 23:00–07:00"),
         ("/quiet", "Your quiet hours: 23:00–07:00 (UTC)"),
         ("/quiet off", "Quiet hours are off"),
