@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from gateway.core.errors import UserInputError
+from gateway.core.scope import Scope
 from gateway.turns.commands import Command, CommandCall, parse_item_id, typed_id
 from proactive.gate_run import KEPT, item_label
 from proactive.policy import PolicyConfig, local, user_prefs
@@ -60,6 +61,13 @@ def told(call: GateCall) -> str:
 # next night (with 23 of 24 hours quiet, a held item's release often fell inside the next
 # quiet spell, and a reminder was pushed back night after night until it expired).
 MAX_QUIET_HOURS = 20
+
+
+async def settings_of(conversations: Conversations, scope: Scope) -> dict[str, object]:
+    """The user's settings (`/proactive`, `/quiet`): the commands', and what the tools tell
+    the model."""
+    user = await conversations.get_user(scope.user)
+    return dict(user.settings) if user is not None else {}
 
 
 class ProactiveCommands:
@@ -248,5 +256,4 @@ class ProactiveCommands:
         return f"Cancelled follow-up #{item_id}."
 
     async def _settings(self, call: CommandCall) -> dict[str, object]:
-        user = await self.conversations.get_user(call.scope.user)
-        return dict(user.settings) if user is not None else {}
+        return await settings_of(self.conversations, call.scope)

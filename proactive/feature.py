@@ -12,32 +12,23 @@ the composition root and tests to reach.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.metrics import LabelValues
-from gateway.core.scope import Scope
 from gateway.features.contributions import Contributions, Gauge
 from proactive.admin_ops import ProactiveAdmin
-from proactive.commands import ProactiveCommands
+from proactive.commands import ProactiveCommands, settings_of
 from proactive.engine import Engine, EngineConfig
 from proactive.execute import Executor
 from proactive.policy import PolicyConfig
 from proactive.provider import ProactiveProvider
 from proactive.settings import ProactiveSection
 from proactive.tools import ProactiveTools
-from vault.conversations import Conversations
 from vault.periodic import PeriodicRuns
 from vault.proactive.admin import ProactiveAdminQueries
 from vault.proactive.gate_calls import GateCalls
 from vault.proactive.log import ProactiveLog, engagement_record_hook
 from vault.proactive.store import ProactiveStore
-
-
-async def settings_of(conversations: Conversations, scope: Scope) -> Mapping[str, object]:
-    """The user's settings (`/proactive`, `/quiet`), for what the tools tell the model."""
-    user = await conversations.get_user(scope.user)
-    return dict(user.settings) if user is not None else {}
 
 
 class ProactiveFeature:

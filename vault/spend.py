@@ -56,15 +56,23 @@ def _spent(row: tuple[int, ...] | None) -> Spent:
 
 
 def _add_user_day(
-    raw: sqlite3.Connection, user: int, day: str, tokens: int, usd: int, refusals: int
+    raw: sqlite3.Connection,
+    user: int,
+    day: str,
+    tokens: int,
+    usd: int,
+    refusals: int,
+    calls: int | None = None,
 ) -> None:
+    """Add to the user's row for `day`; `calls` defaults to one settled call (none for a
+    refusal)."""
     raw.execute(
         """INSERT INTO spend_user_days (user, day, calls, tokens, usd_micros, refusals)
            VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (user, day) DO UPDATE SET calls = calls + excluded.calls,
                tokens = tokens + excluded.tokens, usd_micros = usd_micros + excluded.usd_micros,
                refusals = refusals + excluded.refusals""",
-        (user, day, 0 if refusals else 1, tokens, usd, refusals),
+        (user, day, (0 if refusals else 1) if calls is None else calls, tokens, usd, refusals),
     )
 
 
@@ -165,15 +173,8 @@ class SpendStore:
             ).fetchone()
             if row is None:
                 return
-            raw.execute(
-                """INSERT INTO spend_user_days (user, day, calls, tokens, usd_micros, refusals)
-                   VALUES (?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (user, day) DO UPDATE SET calls = calls + excluded.calls,
-                   tokens = tokens + excluded.tokens,
-                   usd_micros = usd_micros + excluded.usd_micros,
-                   refusals = refusals + excluded.refusals""",
-                (user_pk, to_day, *row),
-            )
+            calls, tokens, usd, refusals = (int(v) for v in row)
+            _add_user_day(raw, user_pk, to_day, tokens, usd, refusals, calls=calls)
             raw.execute(
                 "DELETE FROM spend_user_days WHERE user = ? AND day = ?", (user_pk, from_day)
             )

@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import stat
 from pathlib import Path
 
 from gateway.app.cli_common import Subparsers, add_command
 from gateway.app.config import Config, secrets_needed
+from gateway.app.config_sources import shared_mode
 from gateway.core.errors import ConfigError, VaultError
 
 
@@ -59,7 +59,7 @@ async def doctor(args: argparse.Namespace, config: Config) -> int:
             if pending < 0:
                 state, ok = "newer than this Iris", False
             print(f"vault: {_where(config)} (schema {version}, {state})")
-            if not config.settings.vault.url and (shared := _readable_by_others(vault_file)):
+            if not config.settings.vault.url and (shared := shared_mode(vault_file)):
                 print(f"vault: WARNING other users have access to it (mode {shared}); run: "
                       f"chmod 600 {vault_file}*")  # fmt: skip
     for name, why in secrets_needed(config.settings):
@@ -118,15 +118,6 @@ def limits_report(config: Config) -> list[str]:
             "user first"
         )
     return lines
-
-
-def _readable_by_others(path: Path) -> str:
-    """The vault file's mode when its group or others may read it, else ""."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return ""
-    return f"{stat.S_IMODE(mode):o}" if mode & (stat.S_IRWXG | stat.S_IRWXO) else ""
 
 
 def _where(config: Config) -> str:

@@ -33,17 +33,24 @@ def env_file_for(config_path: Path | None) -> Path:
     return (config_path.parent if config_path is not None else Path()) / ENV_FILE
 
 
-def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
-    """The file's values (empty when it does not exist) and warnings about it."""
+def shared_mode(path: Path) -> str:
+    """The file's mode (e.g. "644") when its group or other users have any access to it, else
+    "" (also when it cannot be read): for files that hold secrets or conversations."""
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
+    except OSError:
+        return ""
+    return f"{stat.S_IMODE(mode):o}" if mode & (stat.S_IRWXG | stat.S_IRWXO) else ""
+
+
+def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The file's values (empty when it does not exist) and warnings about it."""
+    if not path.exists():
         return {}, []
     warnings = []
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if shared := shared_mode(path):
         warnings.append(
-            f"{path} holds secrets and others can read it "
-            f"(mode {stat.S_IMODE(mode):o}); run: chmod 600 {path}"
+            f"{path} holds secrets and others can read it (mode {shared}); run: chmod 600 {path}"
         )
     try:
         values = {k: v for k, v in dotenv_values(path, encoding="utf-8").items() if v is not None}

@@ -233,19 +233,9 @@ class Budgets:
         user = self._users.get(payer.user_pk)
         zone = zone_of(payer.timezone, self._default_timezone)
         if user is None or user.zone != zone:
-            if user is not None:
-                await self._follow(user, zone, now)
-            user = await self._load_user(payer.user_pk, zone, now, known=user is not None)
+            user = await self._load_user(payer.user_pk, zone, now, earlier=user)
         self._roll(user, now)
         return user, everyone
-
-    async def _follow(self, user: UserMeters, zone: ZoneInfo, now: int) -> None:
-        """The user moved to `zone`: today's spend follows them to their new today (where the
-        date is already tomorrow, `/tz` would otherwise buy a fresh day's budget)."""
-        if now >= user.usd_day.resets_at_ms:
-            return  # the old day is over anyway
-        await self.store.vault.idle()  # every settled call of the old day landed
-        await self.store.follow_day(user.user_pk, user.usd_day.window, day_window(now, zone).label)
 
     def _roll(self, user: UserMeters, now: int) -> None:
         """Fresh meters for windows that have passed (the spend of the new day starts at 0)."""
@@ -268,15 +258,19 @@ class Budgets:
         return Meter(limit, window, resets_at_ms, cap, committed)
 
     async def _load_user(
-        self, user_pk: int, zone: ZoneInfo, now: int, *, known: bool
+        self, user_pk: int, zone: ZoneInfo, now: int, *, earlier: UserMeters | None
     ) -> UserMeters:
+        """The user's meters in `zone`; `earlier`: their meters in the zone they had."""
         async with self._loading:
             found = self._users.get(user_pk)
             if found is not None and found.zone == zone:
                 return found  # another call loaded it meanwhile
-            if known:  # the user changed time zone: count from the vault, everything landed
-                await self.store.vault.idle()
             day, month = day_window(now, zone), month_window(now, zone)
+            if earlier is not None:  # the user changed time zone: count from the vault,
+                await self.store.vault.idle()  # once everything landed
+                if now < earlier.usd_day.resets_at_ms:  # today's spend follows them to their
+                    # new today (a zone already in tomorrow would buy a fresh day's budget)
+                    await self.store.follow_day(user_pk, earlier.usd_day.window, day.label)
             spend = await self.store.user(user_pk, day.label)
             key = spend.user_key
             user = UserMeters(
