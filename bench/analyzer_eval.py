@@ -11,7 +11,7 @@
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
 `analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind15/` (`cases.jsonl`; the
 blind sets are development data since their one scoring), and `analyzer_train1/` to
-`analyzer_train11/` (written as training data for the learned models).
+`analyzer_train12/` (written as training data for the learned models).
 The threshold-selection rule is `analyzer_select.py`'s: best topic-shift F1 with at most 3%
 false tips on the development set, per mode (semantic: the threshold and the cue bonus
 jointly); frustration similarity: best F1 with precision at least 0.97. `--loso` applies it
@@ -97,6 +97,7 @@ DEV = [
     DATA / "analyzer_train9/cases.jsonl",  # the same
     DATA / "analyzer_train10/cases.jsonl",  # the same, after set 10's misses
     DATA / "analyzer_train11/cases.jsonl",  # the same
+    DATA / "analyzer_train12/cases.jsonl",  # the same, after sets 14 and 15's misses
 ]
 WINDOW = 4
 COOLDOWN_MESSAGES = AnalyzerSection().cooldown_messages
