@@ -13,6 +13,7 @@ they are worth on data they were not written for. Each decision is two steps:
    the topic score and the similarities behind it, and a few surface figures (length, capitals,
    a question mark, addressing "you", an eye-roll emoji), and for frustration what the message
    says of the user's earlier words (`corrections.py`: "I told you …", a count of times)
+   and of the replies (`replies.py`: asking for a shorter one, pointing out a contradiction)
    — standardised with the training data's means and deviations.
 
 A message is frustrated when the frustration rules match or the combination's logit reaches
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.analyzer.corrections import corrections
+from gateway.analyzer.replies import replies
 from gateway.analyzer.semantic import cohesion, cosine, unit
 from gateway.analyzer.structure import shape
 
@@ -122,6 +124,7 @@ def frustration_features(
         float(s.heard_out),
         *surface(text, s.words),
         *map(float, corrections(s.own)),
+        *map(float, replies(s.own)),
     ]
 
 

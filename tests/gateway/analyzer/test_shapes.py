@@ -7,6 +7,7 @@ import pytest
 from gateway.analyzer.corrections import CORRECTIONS, corrections
 from gateway.analyzer.detect import Params, analyze, is_frustrated, read, similar_complaint
 from gateway.analyzer.quoting import strip_quoted
+from gateway.analyzer.replies import REPLIES, replies
 from gateway.analyzer.semantic import Prototypes, cohesion
 from gateway.analyzer.structure import SHAPE_SIZE, has_cue, shape
 
@@ -335,3 +336,37 @@ def test_the_shape_the_learned_shift_model_reads(
 def test_what_the_user_said_before_as_features(text: str, want: tuple[int, ...]) -> None:
     assert corrections(text) == tuple(map(bool, want))
     assert len(want) == CORRECTIONS
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # asking for a shorter reply, in every covered language
+        ("mate this is like the fifth wall of text. just tell me yes or no", (1, 0)),
+        ("kannst dus bitte kuerzer machen, zwei saetze reichen", (1, 0)),
+        ("trop long. en deux phrases stp", (1, 0)),
+        ("mucho texto. resumemelo en una frase porfa", (1, 0)),
+        ("toda resposta vem com 15 topicos, um textão. em uma linha", (1, 0)),
+        ("mi servono due righe, non un manuale", (1, 0)),
+        ("kan het korter? dit is een lap tekst", (1, 0)),
+        ("za dlugo. w dwoch zdaniach: co mam sprawdzic?", (1, 0)),
+        # pointing out a contradiction
+        ("earlier you told me to open it and now you say never open it?? pick one", (0, 1)),
+        ("erst sagst du mehr kleber, jetzt weniger. ja was denn nun", (0, 1)),
+        ("tout a l'heure c'etait 10 min et maintenant 30 ?", (0, 1)),
+        ("antes me dijiste que mirara al arbol y ahora los pies?? en que quedamos", (0, 1)),
+        ("primeiro vc mandou colocar mais agua, agora e menos agua??", (0, 1)),
+        ("prima mi dici 3 ore, ora 5. deciditi", (0, 1)),
+        ("eerst zeg je donker naar licht, nu licht naar donker", (0, 1)),
+        ("najpierw ze lampka za slaba, teraz ze za mocna. to w koncu jak?", (0, 1)),
+        # neither
+        ("how long should it dry before the second coat?", (0, 0)),
+        ("wie lange muss das trocknen?", (0, 0)),
+        ("merci, c'est clair", (0, 0)),
+        ("el arbol esta a dos metros de la pared", (0, 0)),
+        ("", (0, 0)),
+    ],
+)
+def test_what_the_user_says_of_the_replies_as_features(text: str, want: tuple[int, ...]) -> None:
+    assert replies(text) == tuple(map(bool, want))
+    assert len(want) == REPLIES
