@@ -9,7 +9,7 @@
     python -m bench.analyzer_eval --earlier [--cache F] # tips on the messages before the last
 
 Development data: `analyzer_cases.jsonl`, `analyzer_holdout.jsonl`, `analyzer_holdout2.jsonl`,
-`analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind16/` (`cases.jsonl`; the
+`analyzer_blind/cases.jsonl` and `analyzer_blind2/` to `analyzer_blind17/` (`cases.jsonl`; the
 blind sets are development data since their one scoring), and `analyzer_train1/` to
 `analyzer_train12/` (written as training data for the learned models).
 The threshold-selection rule is `analyzer_select.py`'s: best topic-shift F1 with at most 3%
@@ -86,7 +86,8 @@ DEV = [
     DATA / "analyzer_blind13/cases.jsonl",  # the same
     DATA / "analyzer_blind14/cases.jsonl",  # the same (the shipped models were not retrained)
     DATA / "analyzer_blind15/cases.jsonl",  # the same
-    DATA / "analyzer_blind16/cases.jsonl",  # the same (the shipped models were not retrained)
+    DATA / "analyzer_blind16/cases.jsonl",  # the same
+    DATA / "analyzer_blind17/cases.jsonl",  # the same (the shipped models were not retrained)
     DATA / "analyzer_train1/cases.jsonl",  # written for training the learned models
     DATA / "analyzer_train2/cases.jsonl",  # the same
     DATA / "analyzer_train3/cases.jsonl",  # the same

